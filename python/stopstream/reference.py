@@ -1,0 +1,350 @@
+"""Pure-Python reference implementation of the stopstream contract (SPEC sections 2-4).
+
+This module is the executable statement of the matching rules, written to be plainly correct
+rather than fast: every ``feed`` re-examines everything received so far. The compiled filters in
+:mod:`stopstream` are tested against it, and benchmarks use it as a baseline. It depends on
+nothing but the standard library (in particular not on ``stopstream._core``).
+
+The rules, for ``T`` = all text received so far and ``S`` = the stop list:
+
+* The stop fires at the smallest end position at which any stop ends in ``T``; among the stops
+  ending there the longest wins; among equal strings the first listed.
+* Without ``include_stop`` the output is everything before the winning match; with it,
+  everything through the match's end. Nothing after the match is ever emitted.
+* While no stop has fired, the total emitted after each ``feed`` is ``T`` minus its longest
+  suffix that is a proper prefix of some stop (all of ``T`` with ``include_stop``); bytes input
+  additionally holds back an incomplete trailing UTF-8 sequence.
+
+Decoding of bytes input uses CPython's incremental UTF-8 decoder as the oracle, with one
+correction: CPython's decoder keeps ``ED A0``..``ED BF`` (the first two bytes of an encoded
+surrogate) back as if incomplete, although no byte can complete them into well-formed UTF-8
+(Unicode, Table 3-7). Here an incomplete tail is only a proper prefix of a well-formed sequence,
+so such bytes are invalid as soon as they arrive (the U+FFFD count in ``"replace"`` mode is the
+same either way).
+"""
+
+from __future__ import annotations
+
+import codecs
+import functools
+from collections.abc import Iterable
+from typing import Literal
+
+__all__ = [
+    "ReferenceByteStopFilter",
+    "ReferenceStopFilter",
+    "StopReason",
+    "find_stop",
+    "held_suffix_length",
+    "reference_truncate",
+    "validate_stops",
+]
+
+StopReason = Literal["stop_sequence", "end"]
+"""Why a filter ended: a stop sequence fired, or ``finish()`` was called without one."""
+
+Stops = str | Iterable[str] | None
+"""What the ``stops`` argument accepts (SPEC section 3)."""
+
+_ERRORS_MODES = ("strict", "replace")
+
+
+def validate_stops(stops: object) -> tuple[str, ...]:
+    """Normalize ``stops`` to a tuple, raising as SPEC section 3 requires.
+
+    ``None`` means no stops; a single ``str`` is one stop; anything else must be an iterable of
+    non-empty ``str``. A non-``str`` item is a ``TypeError`` and an empty string a
+    ``ValueError``; both messages name the item's position.
+    """
+    if stops is None:
+        return ()
+    wrong_type = f"stops must be None, a str or an iterable of str, not {type(stops).__name__}"
+    if isinstance(stops, str):
+        items: list[object] = [stops]
+    elif isinstance(stops, (bytes, bytearray, memoryview)):
+        # Iterating bytes yields ints; say what is wrong with the argument as a whole.
+        raise TypeError(wrong_type)
+    else:
+        try:
+            iterator = iter(stops)  # type: ignore[call-overload]
+        except TypeError:
+            raise TypeError(wrong_type) from None
+        items = list(iterator)
+    result: list[str] = []
+    for position, item in enumerate(items):
+        if not isinstance(item, str):
+            raise TypeError(f"stops[{position}] must be a str, not {type(item).__name__}")
+        if not item:
+            raise ValueError(f"stops[{position}] is an empty string")
+        result.append(item)
+    return tuple(result)
+
+
+def find_stop(text: str, stops: tuple[str, ...]) -> tuple[int, int, int] | None:
+    """Return ``(start, end, index)`` of the stop that fires in ``text``, or ``None``.
+
+    The first occurrence of a stop is also the one that ends first (all its occurrences have the
+    same length), so each stop only needs its first occurrence. The winner has the smallest end,
+    then the greatest length (the earliest start), then the smallest index.
+    """
+    best: tuple[int, int, int] | None = None  # (end, -length, index): smallest wins
+    for index, stop in enumerate(stops):
+        start = text.find(stop)
+        if start < 0:
+            continue
+        key = (start + len(stop), -len(stop), index)
+        if best is None or key < best:
+            best = key
+    if best is None:
+        return None
+    end, negative_length, index = best
+    return end + negative_length, end, index
+
+
+def held_suffix_length(text: str, stops: tuple[str, ...]) -> int:
+    """Length of the longest suffix of ``text`` that is a proper prefix of some stop."""
+    longest_stop = max((len(stop) for stop in stops), default=0)
+    for length in range(min(len(text), longest_stop - 1), 0, -1):
+        suffix = text[len(text) - length :]
+        if any(len(stop) > length and stop.startswith(suffix) for stop in stops):
+            return length
+    return 0
+
+
+def reference_truncate(
+    text: str, stops: Stops, include_stop: bool = False
+) -> tuple[str, str | None]:
+    """Cut ``text`` at the first stop (SPEC section 2); return the text and the stop that fired."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be str, not {type(text).__name__}")
+    checked = validate_stops(stops)
+    match = find_stop(text, checked)
+    if match is None:
+        return text, None
+    start, end, index = match
+    return text[: end if include_stop else start], checked[index]
+
+
+class _Matcher:
+    """Matching state over decoded text, shared by the ``str`` and ``bytes`` filters.
+
+    ``_text`` is the decoded text received so far (cut at the emitted end once a stop fired),
+    ``_emitted`` how many of its code points have been returned to the caller.
+    """
+
+    def __init__(self, stops: Stops, include_stop: bool) -> None:
+        self._stops = validate_stops(stops)
+        self._include_stop = include_stop
+        self._open()
+
+    def _open(self) -> None:
+        self._text = ""
+        self._emitted = 0
+        self._stop_index: int | None = None
+        self._finished = False
+
+    def _check_open(self) -> None:
+        if self._finished:
+            raise ValueError("feed() called after finish(); call reset() to start a new stream")
+
+    def _advance(self, text: str, *, final: bool) -> str:
+        """Take ``text`` (an extension of ``_text``) as all text so far; return what is new output.
+
+        ``final`` means the input has ended: nothing is held back any more.
+        """
+        assert text.startswith(self._text), "decoded text must only ever grow"
+        match = find_stop(text, self._stops)
+        if match is not None:
+            start, end, index = match
+            target = end if self._include_stop else start
+            self._stop_index = index
+            text = text[:target]
+        elif final or self._include_stop:
+            target = len(text)
+        else:
+            target = len(text) - held_suffix_length(text, self._stops)
+        assert target >= self._emitted, "output already emitted cannot be taken back"
+        output = text[self._emitted : target]
+        self._text = text
+        self._emitted = target
+        return output
+
+    @property
+    def stops(self) -> tuple[str, ...]:
+        """The stop sequences, in the order given."""
+        return self._stops
+
+    @property
+    def include_stop(self) -> bool:
+        """Whether the output includes the stop sequence that fired."""
+        return self._include_stop
+
+    @property
+    def stopped(self) -> bool:
+        """Whether a stop sequence fired."""
+        return self._stop_index is not None
+
+    @property
+    def stop_sequence(self) -> str | None:
+        """The stop that fired, as given, or ``None``."""
+        return None if self._stop_index is None else self._stops[self._stop_index]
+
+    @property
+    def stop_index(self) -> int | None:
+        """The index in ``stops`` of the stop that fired, or ``None``."""
+        return self._stop_index
+
+    @property
+    def stop_reason(self) -> StopReason | None:
+        """``"stop_sequence"``, ``"end"`` after ``finish()`` without a stop, or ``None``."""
+        if self._stop_index is not None:
+            return "stop_sequence"
+        return "end" if self._finished else None
+
+    def _held_text(self) -> str:
+        if self._finished or self._stop_index is not None:
+            return ""
+        return self._text[self._emitted :]
+
+
+class ReferenceStopFilter(_Matcher):
+    """Reference for :class:`stopstream.StopFilter`: stop sequences over ``str`` chunks."""
+
+    def __init__(self, stops: Stops, include_stop: bool = False) -> None:
+        super().__init__(stops, include_stop)
+
+    def feed(self, text: str) -> str:
+        """Take the next chunk; return the text that is now safe to emit (may be empty)."""
+        if not isinstance(text, str):
+            raise TypeError(f"feed() argument must be str, not {type(text).__name__}")
+        self._check_open()
+        if self._stop_index is not None:
+            return ""
+        return self._advance(self._text + text, final=False)
+
+    def finish(self) -> str:
+        """End of input: return what is still held back (a partial match is ordinary text)."""
+        if self._finished:
+            return ""
+        self._finished = True
+        if self._stop_index is not None:
+            return ""
+        return self._advance(self._text, final=True)
+
+    def reset(self) -> None:
+        """Start a new stream with the same stops."""
+        self._open()
+
+    @property
+    def pending(self) -> str:
+        """The text held back right now."""
+        return self._held_text()
+
+
+@functools.cache
+def _incomplete_utf8_prefixes() -> frozenset[bytes]:
+    """Every proper prefix of the UTF-8 encoding of a Unicode scalar value."""
+    prefixes: set[bytes] = set()
+    for code_point in range(0x80, 0x110000):
+        if 0xD800 <= code_point <= 0xDFFF:
+            continue
+        encoded = chr(code_point).encode("utf-8")
+        for length in range(1, len(encoded)):
+            prefixes.add(encoded[:length])
+    return frozenset(prefixes)
+
+
+def _decode(raw: bytes, errors: str, *, final: bool) -> tuple[str, bytes]:
+    """Decode all of ``raw``; return the text and the incomplete trailing sequence kept aside.
+
+    Raises ``UnicodeDecodeError`` in strict mode for an invalid sequence (or, when ``final``, an
+    incomplete one).
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")(errors)
+    text = decoder.decode(raw, final=final)
+    tail: bytes = decoder.getstate()[0]
+    if tail and tail not in _incomplete_utf8_prefixes():
+        # CPython defers ED A0..ED BF; no continuation can make them valid (see module doc).
+        # Decoding everything as final settles them: U+FFFD in "replace" mode, an error in
+        # "strict" mode.
+        return raw.decode("utf-8", errors), b""
+    return text, tail
+
+
+class ReferenceByteStopFilter(_Matcher):
+    """Reference for :class:`stopstream.ByteStopFilter`: stop sequences over UTF-8 byte chunks.
+
+    It keeps every byte received (until a stop fires) and decodes them all again on each
+    ``feed``.
+    """
+
+    def __init__(self, stops: Stops, include_stop: bool = False, errors: str = "strict") -> None:
+        if errors not in _ERRORS_MODES:
+            raise ValueError(f"errors must be 'strict' or 'replace', not {errors!r}")
+        super().__init__(stops, include_stop)
+        self._errors = errors
+
+    def _open(self) -> None:
+        super()._open()
+        self._raw = b""
+        self._tail = b""
+
+    @property
+    def errors(self) -> str:
+        """How invalid UTF-8 is handled: ``"strict"`` or ``"replace"``."""
+        return self._errors
+
+    def feed(self, data: bytes | bytearray | memoryview) -> bytes:
+        """Take the next chunk; return the UTF-8 that is now safe to emit (may be empty).
+
+        In strict mode an invalid sequence raises ``UnicodeDecodeError`` unless a stop completes
+        before it; the raising call changes nothing.
+        """
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(
+                f"feed() argument must be bytes, bytearray or memoryview, not {type(data).__name__}"
+            )
+        chunk = bytes(data)
+        self._check_open()
+        if self._stop_index is not None:
+            return b""
+        raw = self._raw + chunk
+        try:
+            text, tail = _decode(raw, self._errors, final=False)
+        except UnicodeDecodeError as error:
+            before_error = raw[: error.start].decode("utf-8")
+            if find_stop(before_error, self._stops) is None:
+                raise
+            # A stop completes before the invalid bytes: the stop wins, the rest is dropped.
+            text, tail = before_error, b""
+        output = self._advance(text, final=False)
+        self._raw = raw
+        self._tail = tail
+        return output.encode("utf-8")
+
+    def finish(self) -> bytes:
+        """End of input: return what is still held back.
+
+        An incomplete trailing sequence raises ``UnicodeDecodeError`` in strict mode (the filter
+        stays open and unchanged) and becomes U+FFFD in replace mode, which takes part in
+        matching like any other character.
+        """
+        if self._finished:
+            return b""
+        if self._stop_index is not None:
+            self._finished = True
+            return b""
+        text, _ = _decode(self._raw, self._errors, final=True)
+        self._finished = True
+        return self._advance(text, final=True).encode("utf-8")
+
+    def reset(self) -> None:
+        """Start a new stream with the same stops."""
+        self._open()
+
+    @property
+    def pending(self) -> bytes:
+        """The bytes held back right now: held text (as UTF-8) and an incomplete sequence."""
+        if self._finished or self._stop_index is not None:
+            return b""
+        return self._held_text().encode("utf-8") + self._tail

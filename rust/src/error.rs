@@ -1,0 +1,88 @@
+//! The one error type of the crate.
+
+use std::fmt;
+
+/// An error a caller can cause: an empty stop, invalid UTF-8 under strict decoding, or input fed
+/// to a finished stream. Opaque on purpose, so that new failure modes can be added without a
+/// breaking change; ask it what happened with its accessors.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    kind: ErrorKind,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum ErrorKind {
+    EmptyStop { index: usize },
+    Decode(DecodeError),
+    Finished,
+}
+
+/// Details of a UTF-8 decoding failure, shaped like Python's `UnicodeDecodeError`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DecodeError {
+    /// The bytes being decoded: the incomplete sequence carried over from earlier input followed
+    /// by the chunk that failed, as CPython's incremental decoder reports it.
+    pub object: Vec<u8>,
+    /// Offset in `object` of the first offending byte.
+    pub start: usize,
+    /// Offset in `object` one past the last offending byte.
+    pub end: usize,
+    /// CPython's wording: "invalid start byte", "invalid continuation byte" or
+    /// "unexpected end of data".
+    pub reason: &'static str,
+}
+
+impl Error {
+    pub(crate) fn empty_stop(index: usize) -> Error {
+        Error { kind: ErrorKind::EmptyStop { index } }
+    }
+
+    pub(crate) fn decode(e: DecodeError) -> Error {
+        Error { kind: ErrorKind::Decode(e) }
+    }
+
+    pub(crate) fn finished() -> Error {
+        Error { kind: ErrorKind::Finished }
+    }
+
+    /// The position of an empty stop in the list given, if that is what went wrong.
+    pub fn empty_stop_index(&self) -> Option<usize> {
+        match self.kind {
+            ErrorKind::EmptyStop { index } => Some(index),
+            _ => None,
+        }
+    }
+
+    /// The decoding failure, if that is what went wrong.
+    pub fn decode_error(&self) -> Option<&DecodeError> {
+        match &self.kind {
+            ErrorKind::Decode(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Whether input was fed to a stream after it was finished.
+    pub fn is_finished(&self) -> bool {
+        matches!(self.kind, ErrorKind::Finished)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            ErrorKind::EmptyStop { index } => {
+                write!(f, "stop sequence at position {index} is empty")
+            }
+            ErrorKind::Decode(e) => write!(
+                f,
+                "'utf-8' codec can't decode bytes in position {}-{}: {}",
+                e.start,
+                e.end.saturating_sub(1),
+                e.reason
+            ),
+            ErrorKind::Finished => f.write_str("feed() called after finish(); call reset() first"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}

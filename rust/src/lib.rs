@@ -1,0 +1,331 @@
+//! Stop sequences for streaming text: exact, incremental, with minimal holdback.
+//!
+//! Text arrives in chunks. A [`StopSet`] (the compiled stop list, immutable and shared) and a
+//! small per-stream state ([`TextStream`] for decoded text, [`ByteStream`] for raw UTF-8 bytes)
+//! decide after every chunk how much of the text is certain to be output:
+//!
+//! * the stop that fires is the one ending earliest in the text; among stops ending at the same
+//!   place the longest wins, then the first listed;
+//! * the output is cut right before that stop (or right after it, with `include_stop`);
+//! * until then, exactly the longest suffix of the text that is a proper prefix of some stop is
+//!   held back: emitting less would stall the client, emitting more would leak part of a stop.
+//!
+//! The answer never depends on how the text was split into chunks.
+//!
+//! ```
+//! use stopstream::{StopSet, TextStream, Status};
+//!
+//! let set = StopSet::new(["</answer>"]).unwrap();
+//! let mut stream = TextStream::new(false);
+//! let mut out = Vec::new();
+//! for chunk in ["Hello </ans", "wer> tail"] {
+//!     let held = stream.held(&set);
+//!     let emit = stream.feed(&set, chunk.as_bytes()).unwrap();
+//!     out.extend_from_slice(&held[..emit.from_held]);
+//!     out.extend_from_slice(&chunk.as_bytes()[..emit.from_input]);
+//! }
+//! assert_eq!(out, b"Hello ");
+//! assert_eq!(stream.status(), Status::Stopped(0));
+//! ```
+//!
+//! # Performance choices
+//!
+//! * Per chunk the work is one pass of a byte-class DFA (one table load per byte) whatever the
+//!   number of stops; no per-chunk allocation when the chunk passes through whole.
+//! * Per-stream state is a state id plus a status (and up to 3 carried bytes for raw input): the
+//!   held-back text is read out of the stop it is a prefix of, never buffered.
+//! * Stop lists are compiled once and shared ([`StopSet::cached`]), because a gateway builds a
+//!   filter per request, usually with the same few stops.
+//! * Long inputs skip ahead with `memchr` while no stop is in progress.
+
+#![forbid(unsafe_code)]
+
+mod automaton;
+mod error;
+mod stream;
+mod utf8;
+
+#[cfg(feature = "python")]
+mod py;
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, OnceLock};
+
+pub use crate::automaton::{Hit, Step};
+pub use crate::error::{DecodeError, Error};
+pub use crate::stream::{ByteOut, ByteStream, Emit, Status, TextStream};
+
+use crate::automaton::Automaton;
+
+/// A compiled stop list. Immutable: one instance serves any number of streams on any number of
+/// threads.
+#[derive(Debug)]
+pub struct StopSet {
+    automaton: Automaton,
+}
+
+impl StopSet {
+    /// Compiles a stop list given as UTF-8 bytes (lone surrogates may be encoded as three bytes
+    /// the way CPython's `surrogatepass` does). An empty stop is an error naming its position;
+    /// duplicates are allowed (the first listed wins).
+    pub fn new<I, B>(stops: I) -> Result<StopSet, Error>
+    where
+        I: IntoIterator<Item = B>,
+        B: AsRef<[u8]>,
+    {
+        let mut patterns = Vec::new();
+        for (i, s) in stops.into_iter().enumerate() {
+            let s = s.as_ref();
+            if s.is_empty() {
+                return Err(Error::empty_stop(i));
+            }
+            patterns.push(Box::from(s));
+        }
+        Ok(StopSet { automaton: Automaton::new(patterns) })
+    }
+
+    /// Like [`StopSet::new`], but returns a shared instance when the same list was compiled
+    /// recently. The cache is bounded (it is emptied when it grows past 512 lists or 64 MiB).
+    pub fn cached<B: AsRef<[u8]>>(stops: &[B]) -> Result<Arc<StopSet>, Error> {
+        static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
+        let key = hash_stops(stops);
+        let cache = CACHE.get_or_init(|| Mutex::new(Cache::default()));
+        {
+            let guard = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(hit) = guard.map.get(&key).and_then(|v| v.iter().find(|s| s.is(stops))) {
+                return Ok(Arc::clone(hit));
+            }
+        }
+        // Compile outside the lock: a 10,000-stop list must not stall other threads.
+        let set = Arc::new(StopSet::new(stops)?);
+        let mut guard = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let size = set.automaton.heap_bytes();
+        if guard.entries >= 512 || guard.bytes + size > 64 << 20 {
+            *guard = Cache::default();
+        }
+        guard.entries += 1;
+        guard.bytes += size;
+        guard.map.entry(key).or_default().push(Arc::clone(&set));
+        Ok(set)
+    }
+
+    fn is<B: AsRef<[u8]>>(&self, stops: &[B]) -> bool {
+        let pats = self.automaton.patterns();
+        pats.len() == stops.len() && pats.iter().zip(stops).all(|(p, s)| **p == *s.as_ref())
+    }
+
+    pub(crate) fn automaton(&self) -> &Automaton {
+        &self.automaton
+    }
+
+    /// The stops as bytes, in the order given.
+    pub fn stops(&self) -> &[Box<[u8]>] {
+        self.automaton.patterns()
+    }
+
+    /// Number of stops.
+    pub fn len(&self) -> usize {
+        self.stops().len()
+    }
+
+    /// Whether the list is empty (every chunk then passes through unchanged).
+    pub fn is_empty(&self) -> bool {
+        self.stops().is_empty()
+    }
+
+    /// Length in bytes of the longest stop.
+    pub fn max_len(&self) -> usize {
+        self.automaton.max_len()
+    }
+
+    /// Approximate heap bytes of the compiled automaton.
+    pub fn heap_bytes(&self) -> usize {
+        self.automaton.heap_bytes()
+    }
+
+    /// Scans `text` from `state` (a state of this set's automaton; start with 0), stopping at
+    /// the first stop to complete.
+    pub fn scan(&self, state: u32, text: &[u8]) -> Step {
+        self.automaton.scan(state, text)
+    }
+
+    /// One-shot cut of a whole text: the length of the output and the stop that fired, if any.
+    pub fn truncate(&self, text: &[u8], include_stop: bool) -> (usize, Option<usize>) {
+        match self.automaton.scan(self.automaton.start(), text) {
+            Step::Continue(_) => (text.len(), None),
+            Step::Stop(hit) if include_stop => (hit.end, Some(hit.pattern)),
+            Step::Stop(hit) => (hit.end - self.stops()[hit.pattern].len(), Some(hit.pattern)),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Cache {
+    map: HashMap<u64, Vec<Arc<StopSet>>>,
+    entries: usize,
+    bytes: usize,
+}
+
+fn hash_stops<B: AsRef<[u8]>>(stops: &[B]) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    stops.len().hash(&mut h);
+    for s in stops {
+        s.as_ref().hash(&mut h);
+    }
+    h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The contract, written the slow and obvious way: the first end position at which any stop
+    /// ends, the longest stop there, the first listed among equals.
+    fn naive_first_stop(stops: &[Vec<u8>], text: &[u8]) -> Option<(usize, usize)> {
+        for end in 1..=text.len() {
+            let mut best: Option<usize> = None;
+            for (i, s) in stops.iter().enumerate() {
+                if text[..end].ends_with(s) && best.is_none_or(|b| s.len() > stops[b].len()) {
+                    best = Some(i);
+                }
+            }
+            if let Some(b) = best {
+                return Some((b, end));
+            }
+        }
+        None
+    }
+
+    fn naive_holdback(stops: &[Vec<u8>], text: &[u8]) -> usize {
+        (0..=text.len())
+            .rev()
+            .find(|&k| stops.iter().any(|s| k < s.len() && s.starts_with(&text[text.len() - k..])))
+            .unwrap_or(0)
+    }
+
+    fn alphabet() -> impl Strategy<Value = String> {
+        prop::sample::select(vec!["a", "b", "<", "/", "\n", "é", "€", "中", "😀", "\u{301}"])
+            .prop_map(str::to_owned)
+    }
+
+    fn word(max: usize) -> impl Strategy<Value = String> {
+        prop::collection::vec(alphabet(), 1..=max).prop_map(|v| v.concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn matches_naive(
+            stops in prop::collection::vec(word(4), 0..8),
+            text in prop::collection::vec(alphabet(), 0..40),
+            cuts in prop::collection::vec(0usize..40, 0..6),
+            include in any::<bool>(),
+        ) {
+            let text: String = text.concat();
+            let stops_b: Vec<Vec<u8>> = stops.iter().map(|s| s.as_bytes().to_vec()).collect();
+            let set = StopSet::new(&stops_b).unwrap();
+            // Split at character boundaries.
+            let mut bounds: Vec<usize> = cuts
+                .iter()
+                .map(|&c| text.char_indices().nth(c).map_or(text.len(), |(i, _)| i))
+                .collect();
+            bounds.push(0);
+            bounds.push(text.len());
+            bounds.sort_unstable();
+            let tb = text.as_bytes();
+            let first = naive_first_stop(&stops_b, tb);
+            let mut st = TextStream::new(include);
+            let mut out = Vec::new();
+            for w in bounds.windows(2) {
+                let chunk = &tb[w[0]..w[1]];
+                let held = st.held(&set).to_vec();
+                let e = st.feed(&set, chunk).unwrap();
+                out.extend_from_slice(&held[..e.from_held]);
+                out.extend_from_slice(&chunk[..e.from_input]);
+                if st.status() == Status::Open {
+                    // Minimal holdback: exactly the longest suffix that is a proper stop prefix.
+                    let seen = &tb[..w[1]];
+                    let want = if include { seen.len() } else { seen.len() - naive_holdback(&stops_b, seen) };
+                    prop_assert_eq!(out.len(), want);
+                    prop_assert_eq!(&out[..], &seen[..want]);
+                }
+            }
+            out.extend_from_slice(st.finish(&set));
+            match first {
+                None => {
+                    prop_assert_eq!(st.status(), Status::Finished);
+                    prop_assert_eq!(&out[..], tb);
+                }
+                Some((p, end)) => {
+                    prop_assert_eq!(st.status(), Status::Stopped(p));
+                    let cut = if include { end } else { end - stops_b[p].len() };
+                    prop_assert_eq!(&out[..], &tb[..cut]);
+                }
+            }
+            let (n, p) = set.truncate(tb, include);
+            prop_assert_eq!(&tb[..n], &out[..]);
+            prop_assert_eq!(p, first.map(|f| f.0));
+        }
+
+        #[test]
+        fn bytes_replace_matches_lossy_decoding(
+            stops in prop::collection::vec(word(3), 0..5),
+            raw in prop::collection::vec(prop::sample::select(vec![
+                b"a".to_vec(), b"<".to_vec(), "é".as_bytes().to_vec(), "😀".as_bytes().to_vec(),
+                b"\xff".to_vec(), b"\xe2\x82".to_vec(), b"\xf0\x9f".to_vec(), b"\xed\xa0\x80".to_vec(),
+            ]), 0..20),
+            cuts in prop::collection::vec(0usize..60, 0..8),
+        ) {
+            let raw: Vec<u8> = raw.concat();
+            let mut stops_b: Vec<Vec<u8>> = stops.iter().map(|s| s.as_bytes().to_vec()).collect();
+            stops_b.push("\u{FFFD}b".as_bytes().to_vec());
+            let set = StopSet::new(&stops_b).unwrap();
+            let decoded = String::from_utf8_lossy(&raw).into_owned();
+            let mut bounds: Vec<usize> = cuts.iter().map(|&c| c.min(raw.len())).collect();
+            bounds.push(0);
+            bounds.push(raw.len());
+            bounds.sort_unstable();
+            let mut st = ByteStream::new(false, true);
+            let mut out = Vec::new();
+            for w in bounds.windows(2) {
+                let chunk = &raw[w[0]..w[1]];
+                let mut buf = Vec::new();
+                match st.feed(&set, chunk, &mut buf).unwrap() {
+                    ByteOut::Input => out.extend_from_slice(chunk),
+                    ByteOut::Buffer => out.extend_from_slice(&buf),
+                }
+                prop_assert!(std::str::from_utf8(&out).is_ok());
+            }
+            st.finish(&set, &mut out).unwrap();
+            let (n, _) = set.truncate(decoded.as_bytes(), false);
+            prop_assert_eq!(&out[..], &decoded.as_bytes()[..n]);
+        }
+    }
+
+    #[test]
+    fn empty_stop_names_its_position() {
+        let err = StopSet::new(["a", "", "b"]).unwrap_err();
+        assert_eq!(err.empty_stop_index(), Some(1));
+        assert_eq!(err.to_string(), "stop sequence at position 1 is empty");
+    }
+
+    #[test]
+    fn cache_returns_the_same_set() {
+        let a = StopSet::cached(&["x", "yz"]).unwrap();
+        let b = StopSet::cached(&[b"x".to_vec(), b"yz".to_vec()]).unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        let c = StopSet::cached(&["x", "y"]).unwrap();
+        assert!(!Arc::ptr_eq(&a, &c));
+    }
+
+    #[test]
+    fn many_stops_use_the_sparse_form_and_still_match() {
+        let stops: Vec<String> = (0..100_000).map(|i| format!("stop-{i:06}-end")).collect();
+        let set = StopSet::new(&stops).unwrap();
+        let text = "lorem stop-012345-en ipsum stop-099999-end".as_bytes();
+        assert_eq!(set.truncate(text, false), (27, Some(99_999)));
+    }
+}

@@ -1,0 +1,455 @@
+//! Per-stream state: where the automaton is, whether a stop fired, and (for raw bytes) the
+//! incomplete character carried between chunks.
+//!
+//! The held-back text is never stored here. It is always the automaton state's string, which is
+//! a prefix of a known stop, so [`StopSet`] hands it out as a slice of that stop. A text stream is
+//! therefore a `u32` and a status, and costs nothing to copy, which is also how a strict-mode
+//! decoding error "consumes nothing": the state from before the call is simply put back.
+
+use crate::automaton::Step;
+use crate::error::{DecodeError, Error};
+use crate::utf8::{self, Head, Piece, Pieces};
+use crate::StopSet;
+
+/// Where a stream stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Still accepting input.
+    Open,
+    /// The stop with this index fired; later input is ignored.
+    Stopped(usize),
+    /// `finish` was called without a stop firing.
+    Finished,
+}
+
+/// What one `feed` emits: the first `from_held` bytes of the text held back *before* the call,
+/// followed by the first `from_input` bytes of the input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Emit {
+    /// Bytes released from what was held back before the call.
+    pub from_held: usize,
+    /// Bytes of the new input.
+    pub from_input: usize,
+}
+
+impl Emit {
+    const NOTHING: Emit = Emit { from_held: 0, from_input: 0 };
+}
+
+/// Stop matching over text that is already decoded: UTF-8 bytes in which every chunk holds whole
+/// characters (lone surrogates may be encoded as three bytes, as CPython's `surrogatepass` does).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TextStream {
+    sid: u32,
+    status: Status,
+    include_stop: bool,
+}
+
+impl TextStream {
+    /// A fresh stream. With `include_stop`, the stop itself is emitted and nothing is ever held.
+    pub fn new(include_stop: bool) -> TextStream {
+        TextStream { sid: 0, status: Status::Open, include_stop }
+    }
+
+    /// Where the stream stands.
+    pub fn status(&self) -> Status {
+        self.status
+    }
+
+    /// Whether the stop is emitted with the text.
+    pub fn include_stop(&self) -> bool {
+        self.include_stop
+    }
+
+    /// The text held back right now: the longest suffix of the input that is a proper prefix of
+    /// some stop (always empty with `include_stop`, and once the stream is closed).
+    pub fn held<'s>(&self, set: &'s StopSet) -> &'s [u8] {
+        if self.include_stop || self.status != Status::Open {
+            return &[];
+        }
+        set.automaton().held(self.sid)
+    }
+
+    /// Feeds a chunk. `input` must be whole characters.
+    pub fn feed(&mut self, set: &StopSet, input: &[u8]) -> Result<Emit, Error> {
+        match self.status {
+            Status::Open => {}
+            Status::Stopped(_) => return Ok(Emit::NOTHING),
+            Status::Finished => return Err(Error::finished()),
+        }
+        let auto = set.automaton();
+        let held = self.held(set).len();
+        let total = match auto.scan(self.sid, input) {
+            Step::Continue(s) => {
+                self.sid = s;
+                if self.include_stop {
+                    return Ok(Emit { from_held: 0, from_input: input.len() });
+                }
+                held + input.len() - auto.depth(s)
+            }
+            Step::Stop(hit) => {
+                self.status = Status::Stopped(hit.pattern);
+                if self.include_stop {
+                    return Ok(Emit { from_held: 0, from_input: hit.end });
+                }
+                let len = auto.patterns()[hit.pattern].len();
+                held + hit.end - len
+            }
+        };
+        Ok(if total <= held {
+            Emit { from_held: total, from_input: 0 }
+        } else {
+            Emit { from_held: held, from_input: total - held }
+        })
+    }
+
+    /// Ends the stream and returns what was held back (empty if already closed).
+    pub fn finish<'s>(&mut self, set: &'s StopSet) -> &'s [u8] {
+        let held = self.held(set);
+        if self.status == Status::Open {
+            self.status = Status::Finished;
+        }
+        held
+    }
+
+    /// Starts over with the same stop set.
+    pub fn reset(&mut self) {
+        *self = TextStream::new(self.include_stop);
+    }
+}
+
+/// What a [`ByteStream::feed`] produced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ByteOut {
+    /// The output is exactly the input, unchanged (nothing was appended to the buffer).
+    Input,
+    /// The output was appended to the buffer.
+    Buffer,
+}
+
+/// Stop matching over raw UTF-8 bytes split anywhere, with CPython's `strict` or `replace`
+/// decoding. Only whole, valid characters are ever emitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ByteStream {
+    text: TextStream,
+    tail: [u8; 4],
+    tail_len: u8,
+    replace: bool,
+}
+
+impl ByteStream {
+    /// A fresh stream; `replace` selects `errors="replace"` over `errors="strict"`.
+    pub fn new(include_stop: bool, replace: bool) -> ByteStream {
+        ByteStream { text: TextStream::new(include_stop), tail: [0; 4], tail_len: 0, replace }
+    }
+
+    /// Where the stream stands.
+    pub fn status(&self) -> Status {
+        self.text.status
+    }
+
+    /// Whether the stop is emitted with the text.
+    pub fn include_stop(&self) -> bool {
+        self.text.include_stop
+    }
+
+    /// Whether invalid input is replaced by U+FFFD rather than rejected.
+    pub fn replace(&self) -> bool {
+        self.replace
+    }
+
+    /// The decoded text held back because it could start a stop.
+    pub fn held<'s>(&self, set: &'s StopSet) -> &'s [u8] {
+        self.text.held(set)
+    }
+
+    /// The incomplete character held back at the end of the input (0 to 3 bytes).
+    pub fn tail(&self) -> &[u8] {
+        if self.text.status != Status::Open {
+            return &[];
+        }
+        &self.tail[..self.tail_len as usize]
+    }
+
+    /// Feeds a chunk of raw bytes. On error nothing is consumed: the stream is exactly as before
+    /// the call and `out` is unchanged.
+    pub fn feed(&mut self, set: &StopSet, input: &[u8], out: &mut Vec<u8>) -> Result<ByteOut, Error> {
+        match self.text.status {
+            Status::Open => {}
+            Status::Stopped(_) => return Ok(ByteOut::Buffer),
+            Status::Finished => return Err(Error::finished()),
+        }
+        // Common case: nothing carried over or held, and the chunk is valid on its own.
+        if self.tail_len == 0 && self.text.held(set).is_empty() && std::str::from_utf8(input).is_ok()
+        {
+            let e = self.text.feed(set, input)?;
+            if e.from_input == input.len() {
+                return Ok(ByteOut::Input);
+            }
+            out.extend_from_slice(&input[..e.from_input]);
+            return Ok(ByteOut::Buffer);
+        }
+        let saved = *self;
+        let mark = out.len();
+        let result = self.feed_slow(set, input, out);
+        if result.is_err() {
+            *self = saved;
+            out.truncate(mark);
+        }
+        result.map(|()| ByteOut::Buffer)
+    }
+
+    fn feed_slow(&mut self, set: &StopSet, input: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
+        let carried = self.tail_len as usize;
+        let mut pos = 0;
+        if carried > 0 {
+            let mut buf = [0u8; 8];
+            buf[..carried].copy_from_slice(&self.tail[..carried]);
+            let take = input.len().min(4 - carried);
+            buf[carried..carried + take].copy_from_slice(&input[..take]);
+            match utf8::head(&buf[..carried + take]) {
+                Head::Char(n) => {
+                    self.tail_len = 0;
+                    self.push(set, &buf[..n], out)?;
+                    pos = n - carried;
+                }
+                Head::Incomplete => {
+                    self.tail[carried..carried + take].copy_from_slice(&input[..take]);
+                    self.tail_len = (carried + take) as u8;
+                    return Ok(());
+                }
+                Head::Invalid(n) => {
+                    // The carried bytes are a valid prefix, so the maximal subpart is them plus
+                    // whatever input bytes still extended it; the byte that broke it is looked
+                    // at again below.
+                    if !self.replace {
+                        return Err(self.decode_error(input, 0, n));
+                    }
+                    self.tail_len = 0;
+                    self.push(set, utf8::REPLACEMENT, out)?;
+                    pos = n - carried;
+                }
+            }
+            if self.text.status != Status::Open {
+                return Ok(());
+            }
+        }
+        for piece in Pieces::new(&input[pos..]) {
+            match piece {
+                Piece::Text(t) => self.push(set, t, out)?,
+                Piece::Invalid { at, len } => {
+                    if !self.replace {
+                        let start = carried + pos + at;
+                        return Err(self.decode_error(input, start, start + len));
+                    }
+                    self.push(set, utf8::REPLACEMENT, out)?;
+                }
+                Piece::Incomplete(t) => {
+                    self.tail[..t.len()].copy_from_slice(t);
+                    self.tail_len = t.len() as u8;
+                }
+            }
+            if self.text.status != Status::Open {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Matches decoded bytes and appends what is now safe to emit.
+    fn push(&mut self, set: &StopSet, text: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
+        let held = self.text.held(set);
+        let e = self.text.feed(set, text)?;
+        out.extend_from_slice(&held[..e.from_held]);
+        out.extend_from_slice(&text[..e.from_input]);
+        Ok(())
+    }
+
+    fn decode_error(&self, input: &[u8], start: usize, end: usize) -> Error {
+        let carried = self.tail_len as usize;
+        let mut object = Vec::with_capacity(carried + input.len());
+        object.extend_from_slice(&self.tail[..carried]);
+        object.extend_from_slice(input);
+        let reason = if matches!(object[start], 0xC2..=0xF4) {
+            "invalid continuation byte"
+        } else {
+            "invalid start byte"
+        };
+        Error::decode(DecodeError { object, start, end, reason })
+    }
+
+    /// Ends the stream, appending everything still held back. In strict mode an incomplete
+    /// character at the end is an error (and the stream stays open, unchanged); in replace mode
+    /// it becomes U+FFFD, which takes part in matching like any other character.
+    pub fn finish(&mut self, set: &StopSet, out: &mut Vec<u8>) -> Result<(), Error> {
+        if self.text.status != Status::Open {
+            return Ok(());
+        }
+        let carried = self.tail_len as usize;
+        if carried > 0 {
+            if !self.replace {
+                return Err(Error::decode(DecodeError {
+                    object: self.tail[..carried].to_vec(),
+                    start: 0,
+                    end: carried,
+                    reason: "unexpected end of data",
+                }));
+            }
+            self.tail_len = 0;
+            self.push(set, utf8::REPLACEMENT, out)?;
+        }
+        out.extend_from_slice(self.text.finish(set));
+        Ok(())
+    }
+
+    /// Starts over with the same stop set and settings.
+    pub fn reset(&mut self) {
+        *self = ByteStream::new(self.text.include_stop, self.replace);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(stops: &[&str]) -> StopSet {
+        StopSet::new(stops.iter().map(|s| s.as_bytes())).unwrap()
+    }
+
+    /// Feeds text chunks, returning the output of each feed, then of finish, and the status.
+    fn run_text(stops: &[&str], chunks: &[&str], include: bool) -> (Vec<String>, Status) {
+        let set = set(stops);
+        let mut st = TextStream::new(include);
+        let mut outs = Vec::new();
+        for c in chunks {
+            let held = st.held(&set).to_vec();
+            let e = st.feed(&set, c.as_bytes()).unwrap();
+            let mut o = held[..e.from_held].to_vec();
+            o.extend_from_slice(&c.as_bytes()[..e.from_input]);
+            outs.push(String::from_utf8(o).unwrap());
+        }
+        outs.push(String::from_utf8(st.finish(&set).to_vec()).unwrap());
+        (outs, st.status())
+    }
+
+    fn run_bytes(
+        stops: &[&str],
+        chunks: &[&[u8]],
+        include: bool,
+        replace: bool,
+    ) -> Result<(Vec<Vec<u8>>, Status), Error> {
+        let set = set(stops);
+        let mut st = ByteStream::new(include, replace);
+        let mut outs = Vec::new();
+        for c in chunks {
+            let mut buf = Vec::new();
+            match st.feed(&set, c, &mut buf)? {
+                ByteOut::Input => outs.push(c.to_vec()),
+                ByteOut::Buffer => outs.push(buf),
+            }
+        }
+        let mut buf = Vec::new();
+        st.finish(&set, &mut buf)?;
+        outs.push(buf);
+        Ok((outs, st.status()))
+    }
+
+    #[test]
+    fn spec_examples_text() {
+        // (stops, chunks, include_stop, outputs per feed then finish, status)
+        let cases: &[(&[&str], &[&str], bool, &[&str], Status)] = &[
+            (&["</answer>"], &["Hello </ans", "wer> tail"], false, &["Hello ", "", ""], Status::Stopped(0)),
+            (&["</answer>"], &["a <", "b"], false, &["a ", "<b", ""], Status::Finished),
+            (&["</answer>"], &["x </an"], false, &["x ", "</an"], Status::Finished),
+            (&["abcd", "bc"], &["abcd"], false, &["a", ""], Status::Stopped(1)),
+            (&["\n\nUser:"], &["a\n", "\nUser: hi"], true, &["a\n", "\nUser:", ""], Status::Stopped(0)),
+            (&[], &["abc", ""], false, &["abc", "", ""], Status::Finished),
+            (&["ab", "ab"], &["xa", "b"], false, &["x", "", ""], Status::Stopped(0)),
+            (&["abX", "bcY"], &["ab", "c", "Z"], false, &["", "a", "bcZ", ""], Status::Finished),
+            (&["é!"], &["café", "!"], false, &["caf", "", ""], Status::Stopped(0)),
+            (&["x"], &["ax", "more"], false, &["a", "", ""], Status::Stopped(0)),
+            (&["abc"], &["ab", "ab", "abc"], true, &["ab", "ab", "abc", ""], Status::Stopped(0)),
+        ];
+        for (stops, chunks, include, want, status) in cases {
+            let (got, st) = run_text(stops, chunks, *include);
+            assert_eq!(got, *want, "{stops:?} {chunks:?}");
+            assert_eq!(st, *status, "{stops:?} {chunks:?}");
+        }
+    }
+
+    #[test]
+    fn spec_example_bytes() {
+        let (outs, st) =
+            run_bytes(&["</a>"], &[b"caf\xc3", b"\xa9</", b"a> \xff"], false, false).unwrap();
+        assert_eq!(outs, vec![b"caf".to_vec(), b"\xc3\xa9".to_vec(), vec![], vec![]]);
+        assert_eq!(st, Status::Stopped(0));
+    }
+
+    #[test]
+    fn bytes_table() {
+        // (stops, chunks, replace, Some(outputs) or None for an error)
+        type Case<'a> = (&'a [&'a str], &'a [&'a [u8]], bool, Option<&'a [&'a [u8]]>);
+        let cases: &[Case] = &[
+            (&[], &[b"a\xffb"], true, Some(&[b"a\xef\xbf\xbdb", b""])),
+            (&[], &[b"a\xffb"], false, None),
+            (&[], &[b"\xe2\x82", b"a"], true, Some(&[b"", b"\xef\xbf\xbda", b""])),
+            (&[], &[b"\xe2\x82"], true, Some(&[b"", b"\xef\xbf\xbd"])),
+            (&[], &[b"\xe2\x82"], false, None),
+            (&[], &[b"\xf0", b"\x9f", b"\x98", b"\x80"], false, Some(&[b"", b"", b"", "😀".as_bytes(), b""])),
+            (&[], &[b"\xed\xa0\x80"], true, Some(&["\u{FFFD}\u{FFFD}\u{FFFD}".as_bytes(), b""])),
+            (&["\u{FFFD}"], &[b"ok\xff after"], true, Some(&[b"ok", b""])),
+            (&["a\u{FFFD}"], &[b"xa\xe2\x82"], true, Some(&[b"x", b""])),
+            (&["b"], &[b"ab\xff"], false, Some(&[b"a", b""])),
+            (&["b"], &[b"a\xffb"], false, None),
+        ];
+        for (stops, chunks, replace, want) in cases {
+            let got = run_bytes(stops, chunks, false, *replace);
+            match want {
+                Some(w) => {
+                    let w: Vec<Vec<u8>> = w.iter().map(|b| b.to_vec()).collect();
+                    assert_eq!(got.unwrap().0, w, "{stops:?} {chunks:x?}");
+                }
+                None => assert!(got.unwrap_err().decode_error().is_some(), "{chunks:x?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn strict_error_consumes_nothing() {
+        let set = set(&["</a>"]);
+        let mut st = ByteStream::new(false, false);
+        let mut out = Vec::new();
+        st.feed(&set, b"x</\xe2", &mut out).unwrap();
+        assert_eq!(out, b"x");
+        let before = st;
+        let err = st.feed(&set, b"a\xff", &mut out).unwrap_err();
+        let d = err.decode_error().unwrap();
+        assert_eq!((d.object.as_slice(), d.start, d.end), (&b"\xe2a\xff"[..], 0, 1));
+        assert_eq!(st, before);
+        assert_eq!(out, b"x");
+        let err = st.finish(&set, &mut out).unwrap_err();
+        assert_eq!(err.decode_error().unwrap().reason, "unexpected end of data");
+        assert_eq!(st, before);
+        st.feed(&set, b"\x82\xaca>", &mut out).unwrap();
+        assert_eq!(out, "x</€a>".as_bytes());
+    }
+
+    #[test]
+    fn feed_after_finish_is_an_error_and_reset_reopens() {
+        let set = set(&["z"]);
+        let mut st = TextStream::new(false);
+        assert!(st.finish(&set).is_empty());
+        assert!(st.feed(&set, b"a").unwrap_err().is_finished());
+        st.reset();
+        assert_eq!(st.feed(&set, b"a").unwrap(), Emit { from_held: 0, from_input: 1 });
+    }
+
+    #[test]
+    fn public_types_are_send_and_sync() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<TextStream>();
+        assert_send_sync::<ByteStream>();
+        assert_send_sync::<Error>();
+        assert_send_sync::<StopSet>();
+    }
+}
