@@ -333,7 +333,13 @@ impl Automaton {
         Step::Continue(s)
     }
 
-    fn sparse_next(edges: &[Vec<(u8, u32)>], fail: &[u32], root: &[u32; 256], sid: u32, b: u8) -> u32 {
+    fn sparse_next(
+        edges: &[Vec<(u8, u32)>],
+        fail: &[u32],
+        root: &[u32; 256],
+        sid: u32,
+        b: u8,
+    ) -> u32 {
         let mut s = sid as usize;
         loop {
             if s == 0 {
@@ -354,7 +360,10 @@ impl Automaton {
 fn to_u32(n: usize) -> u32 {
     // The state count is bounded by the total length of the stops; 2^31 states would need tens
     // of GiB of tables, far past any real stop list.
-    u32::try_from(n).ok().filter(|&v| v < MATCH_BIT).expect("stop list too large for a u32 state id")
+    u32::try_from(n)
+        .ok()
+        .filter(|&v| v < MATCH_BIT)
+        .expect("stop list too large for a u32 state id")
 }
 
 #[cfg(test)]

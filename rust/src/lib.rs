@@ -139,6 +139,11 @@ impl StopSet {
         self.automaton.max_len()
     }
 
+    /// Number of automaton states: one per distinct prefix of the stops, plus the root.
+    pub fn state_count(&self) -> usize {
+        self.automaton.state_count()
+    }
+
     /// Approximate heap bytes of the compiled automaton.
     pub fn heap_bytes(&self) -> usize {
         self.automaton.heap_bytes()

@@ -173,14 +173,21 @@ impl ByteStream {
 
     /// Feeds a chunk of raw bytes. On error nothing is consumed: the stream is exactly as before
     /// the call and `out` is unchanged.
-    pub fn feed(&mut self, set: &StopSet, input: &[u8], out: &mut Vec<u8>) -> Result<ByteOut, Error> {
+    pub fn feed(
+        &mut self,
+        set: &StopSet,
+        input: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<ByteOut, Error> {
         match self.text.status {
             Status::Open => {}
             Status::Stopped(_) => return Ok(ByteOut::Buffer),
             Status::Finished => return Err(Error::finished()),
         }
         // Common case: nothing carried over or held, and the chunk is valid on its own.
-        if self.tail_len == 0 && self.text.held(set).is_empty() && std::str::from_utf8(input).is_ok()
+        if self.tail_len == 0
+            && self.text.held(set).is_empty()
+            && std::str::from_utf8(input).is_ok()
         {
             let e = self.text.feed(set, input)?;
             if e.from_input == input.len() {
@@ -358,11 +365,23 @@ mod tests {
     fn spec_examples_text() {
         // (stops, chunks, include_stop, outputs per feed then finish, status)
         let cases: &[(&[&str], &[&str], bool, &[&str], Status)] = &[
-            (&["</answer>"], &["Hello </ans", "wer> tail"], false, &["Hello ", "", ""], Status::Stopped(0)),
+            (
+                &["</answer>"],
+                &["Hello </ans", "wer> tail"],
+                false,
+                &["Hello ", "", ""],
+                Status::Stopped(0),
+            ),
             (&["</answer>"], &["a <", "b"], false, &["a ", "<b", ""], Status::Finished),
             (&["</answer>"], &["x </an"], false, &["x ", "</an"], Status::Finished),
             (&["abcd", "bc"], &["abcd"], false, &["a", ""], Status::Stopped(1)),
-            (&["\n\nUser:"], &["a\n", "\nUser: hi"], true, &["a\n", "\nUser:", ""], Status::Stopped(0)),
+            (
+                &["\n\nUser:"],
+                &["a\n", "\nUser: hi"],
+                true,
+                &["a\n", "\nUser:", ""],
+                Status::Stopped(0),
+            ),
             (&[], &["abc", ""], false, &["abc", "", ""], Status::Finished),
             (&["ab", "ab"], &["xa", "b"], false, &["x", "", ""], Status::Stopped(0)),
             (&["abX", "bcY"], &["ab", "c", "Z"], false, &["", "a", "bcZ", ""], Status::Finished),
@@ -395,7 +414,12 @@ mod tests {
             (&[], &[b"\xe2\x82", b"a"], true, Some(&[b"", b"\xef\xbf\xbda", b""])),
             (&[], &[b"\xe2\x82"], true, Some(&[b"", b"\xef\xbf\xbd"])),
             (&[], &[b"\xe2\x82"], false, None),
-            (&[], &[b"\xf0", b"\x9f", b"\x98", b"\x80"], false, Some(&[b"", b"", b"", "😀".as_bytes(), b""])),
+            (
+                &[],
+                &[b"\xf0", b"\x9f", b"\x98", b"\x80"],
+                false,
+                Some(&[b"", b"", b"", "😀".as_bytes(), b""]),
+            ),
             (&[], &[b"\xed\xa0\x80"], true, Some(&["\u{FFFD}\u{FFFD}\u{FFFD}".as_bytes(), b""])),
             (&["\u{FFFD}"], &[b"ok\xff after"], true, Some(&[b"ok", b""])),
             (&["a\u{FFFD}"], &[b"xa\xe2\x82"], true, Some(&[b"x", b""])),

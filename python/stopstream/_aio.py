@@ -1,0 +1,203 @@
+"""The async pull API: a thin async iterator over the native filters.
+
+Per item it awaits the upstream and makes one native ``feed`` call; the matching itself runs in
+Rust. Unlike an async generator, the object needs no ``aclosing`` to release its upstream when a
+stop fires: it closes the upstream itself (Starlette's ``StreamingResponse`` never calls
+``aclose()`` on its body iterator).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterable, AsyncIterator
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+
+from stopstream._core import ByteStopFilter, StopFilter
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+    from stopstream._core import StopReason, Stops
+
+_Chunk = TypeVar("_Chunk", str, bytes)
+BytesLike = bytes | bytearray | memoryview
+
+
+class AsyncStopStream(Generic[_Chunk]):
+    """Async iterator applying stop sequences to an upstream async iterable of chunks."""
+
+    __slots__ = (
+        "_closing",
+        "_done",
+        "_errors",
+        "_filter",
+        "_include_stop",
+        "_iterator",
+        "_position",
+        "_source",
+        "_stops",
+    )
+
+    def __init__(
+        self,
+        chunks: AsyncIterable[Any],
+        stops: Stops,
+        include_stop: bool = False,
+        errors: str = "strict",
+    ) -> None:
+        if not isinstance(chunks, AsyncIterable):
+            raise TypeError(f"chunks must be an async iterable, not {type(chunks).__name__}")
+        if errors not in ("strict", "replace"):
+            raise ValueError(f"errors must be 'strict' or 'replace', not {errors!r}")
+        # Validate and compile the stops now, so a bad list fails at the call site.
+        probe = StopFilter(stops, include_stop)
+        self._stops = probe.stops
+        self._include_stop = include_stop
+        self._errors = errors
+        self._filter: StopFilter | ByteStopFilter | None = None
+        iterator = chunks.__aiter__()
+        self._iterator: AsyncIterator[Any] | None = iterator
+        self._source: object | None = None if iterator is chunks else chunks
+        self._position = 0
+        self._done = False
+        self._closing = False
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> _Chunk:
+        while True:
+            iterator = self._iterator
+            if self._done or iterator is None:
+                raise StopAsyncIteration
+            try:
+                item = await iterator.__anext__()
+            except StopAsyncIteration:
+                self._iterator = None
+                self._done = True
+                tail = self._ensure_filter("").finish()
+                if tail:
+                    return tail  # type: ignore[return-value]
+                raise
+            except asyncio.CancelledError:
+                self._done = True
+                await self.aclose()
+                raise
+            except BaseException:
+                self._done = True
+                raise
+            position = self._position
+            self._position += 1
+            out = self._feed(item, position)
+            if self._filter is not None and self._filter.stopped:
+                self._done = True
+                await self.aclose()
+            if out:
+                return out  # type: ignore[return-value]
+
+    def _ensure_filter(self, first: object) -> StopFilter | ByteStopFilter:
+        if self._filter is None:
+            if isinstance(first, str):
+                self._filter = StopFilter(self._stops, self._include_stop)
+            else:
+                self._filter = ByteStopFilter(self._stops, self._include_stop, self._errors)
+        return self._filter
+
+    def _feed(self, item: object, position: int) -> str | bytes:
+        if self._filter is None and not isinstance(item, (str, bytes, bytearray, memoryview)):
+            raise TypeError(
+                f"item at position {position} must be str or bytes-like, "
+                f"not {type(item).__name__}"
+            )
+        f = self._ensure_filter(item)
+        if isinstance(f, StopFilter):
+            if not isinstance(item, str):
+                raise TypeError(
+                    f"item at position {position} is {type(item).__name__}, "
+                    "but the stream started with str"
+                )
+            return f.feed(item)
+        if not isinstance(item, (bytes, bytearray, memoryview)):
+            raise TypeError(
+                f"item at position {position} is {type(item).__name__}, "
+                "but the stream started with bytes"
+            )
+        return f.feed(item)
+
+    async def aclose(self) -> None:
+        """Stop the stream and close the upstream (once; later calls do nothing)."""
+        self._done = True
+        if self._closing:
+            return
+        self._closing = True
+        iterator, source = self._iterator, self._source
+        self._iterator = self._source = None
+        for obj in (iterator, source):
+            close = getattr(obj, "aclose", None) if obj is not None else None
+            if close is not None:
+                await close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    @property
+    def stops(self) -> tuple[str, ...]:
+        return self._stops
+
+    @property
+    def include_stop(self) -> bool:
+        return self._include_stop
+
+    @property
+    def stopped(self) -> bool:
+        return self._filter is not None and self._filter.stopped
+
+    @property
+    def stop_sequence(self) -> str | None:
+        return None if self._filter is None else self._filter.stop_sequence
+
+    @property
+    def stop_index(self) -> int | None:
+        return None if self._filter is None else self._filter.stop_index
+
+    @property
+    def stop_reason(self) -> StopReason | None:
+        return None if self._filter is None else self._filter.stop_reason
+
+    @property
+    def pending(self) -> _Chunk:
+        return ("" if self._filter is None else self._filter.pending)  # type: ignore[return-value]
+
+
+@overload
+def awrap(
+    chunks: AsyncIterable[str], stops: Stops, include_stop: bool = False, errors: str = "strict"
+) -> AsyncStopStream[str]: ...
+@overload
+def awrap(
+    chunks: AsyncIterable[BytesLike],
+    stops: Stops,
+    include_stop: bool = False,
+    errors: str = "strict",
+) -> AsyncStopStream[bytes]: ...
+def awrap(
+    chunks: AsyncIterable[str] | AsyncIterable[BytesLike],
+    stops: Stops,
+    include_stop: bool = False,
+    errors: str = "strict",
+) -> AsyncStopStream[str] | AsyncStopStream[bytes]:
+    """Wrap an async iterable of ``str`` or bytes-like chunks; see ``wrap`` for the rules.
+
+    The upstream is closed (``aclose()``) when a stop fires, when the stream is closed or its
+    ``async with`` block left, and when the task is cancelled while awaiting the upstream.
+    """
+    return AsyncStopStream(chunks, stops, include_stop, errors)
