@@ -115,7 +115,7 @@ impl Automaton {
         for (pid, pat) in patterns.iter().enumerate() {
             let pid = to_u32(pid);
             let mut s = 0usize;
-            for &b in pat.iter() {
+            for &b in &**pat {
                 used[b as usize] = true;
                 s = match edges[s].binary_search_by_key(&b, |&(k, _)| k) {
                     Ok(i) => edges[s][i].1 as usize,
@@ -218,9 +218,7 @@ impl Automaton {
     }
 
     /// The root state, where every stream starts.
-    pub const fn start(&self) -> u32 {
-        0
-    }
+    pub const START: u32 = 0;
 
     /// The stops as bytes, in the order given.
     pub fn patterns(&self) -> &[Box<[u8]>] {
@@ -375,13 +373,14 @@ mod tests {
     }
 
     fn first_stop(a: &Automaton, text: &str) -> Option<(usize, usize)> {
-        match a.scan(a.start(), text.as_bytes()) {
+        match a.scan(Automaton::START, text.as_bytes()) {
             Step::Stop(h) => Some((h.pattern, h.end)),
             Step::Continue(_) => None,
         }
     }
 
     #[test]
+    #[allow(clippy::type_complexity, reason = "a table of literal cases")]
     fn table() {
         // (stops, text, expected (pattern, end))
         let cases: &[(&[&str], &str, Option<(usize, usize)>)] = &[
@@ -410,7 +409,7 @@ mod tests {
     fn depth_is_longest_suffix_that_is_a_prefix() {
         for budget in [DENSE_BUDGET, 0] {
             let a = build(&["</answer>", "\n\nUser:"], budget);
-            let Step::Continue(s) = a.scan(a.start(), b"hi </ans") else { panic!() };
+            let Step::Continue(s) = a.scan(Automaton::START, b"hi </ans") else { panic!() };
             assert_eq!(a.held(s), b"</ans");
             let Step::Continue(s) = a.scan(s, b"\n") else { panic!() };
             assert_eq!(a.held(s), b"\n");
@@ -424,7 +423,7 @@ mod tests {
         let a = build(&["</a>"], DENSE_BUDGET);
         let mut text = "x".repeat(1000);
         text.push_str("<</a");
-        let Step::Continue(s) = a.scan(a.start(), text.as_bytes()) else { panic!() };
+        let Step::Continue(s) = a.scan(Automaton::START, text.as_bytes()) else { panic!() };
         assert_eq!(a.held(s), b"</a");
         text.push_str(">yy");
         assert_eq!(first_stop(&a, &text), Some((0, 1005)));

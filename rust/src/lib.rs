@@ -157,7 +157,7 @@ impl StopSet {
 
     /// One-shot cut of a whole text: the length of the output and the stop that fired, if any.
     pub fn truncate(&self, text: &[u8], include_stop: bool) -> (usize, Option<usize>) {
-        match self.automaton.scan(self.automaton.start(), text) {
+        match self.automaton.scan(Automaton::START, text) {
             Step::Continue(_) => (text.len(), None),
             Step::Stop(hit) if include_stop => (hit.end, Some(hit.pattern)),
             Step::Stop(hit) => (hit.end - self.stops()[hit.pattern].len(), Some(hit.pattern)),

@@ -40,13 +40,11 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
 
 /// UTF-8 bytes of a `str`; lone surrogates are encoded as CPython's `surrogatepass` does.
 fn str_bytes<'a>(s: &'a Bound<'_, PyString>) -> PyResult<Cow<'a, [u8]>> {
-    match s.to_str() {
-        Ok(v) => Ok(Cow::Borrowed(v.as_bytes())),
-        Err(_) => {
-            let b = s.call_method1("encode", ("utf-8", "surrogatepass"))?;
-            Ok(Cow::Owned(b.cast::<PyBytes>()?.as_bytes().to_vec()))
-        }
+    if let Ok(v) = s.to_str() {
+        return Ok(Cow::Borrowed(v.as_bytes()));
     }
+    let b = s.call_method1("encode", ("utf-8", "surrogatepass"))?;
+    Ok(Cow::Owned(b.cast::<PyBytes>()?.as_bytes().to_vec()))
 }
 
 /// A `str` from bytes produced by the core (valid UTF-8, or surrogates from `surrogatepass`).

@@ -43,12 +43,14 @@ pub struct TextStream {
     sid: u32,
     status: Status,
     include_stop: bool,
+    /// `finish` was called (also after a stop): further input is a caller error.
+    finished: bool,
 }
 
 impl TextStream {
     /// A fresh stream. With `include_stop`, the stop itself is emitted and nothing is ever held.
     pub fn new(include_stop: bool) -> TextStream {
-        TextStream { sid: 0, status: Status::Open, include_stop }
+        TextStream { sid: 0, status: Status::Open, include_stop, finished: false }
     }
 
     /// Where the stream stands.
@@ -70,12 +72,19 @@ impl TextStream {
         set.automaton().held(self.sid)
     }
 
-    /// Feeds a chunk. `input` must be whole characters.
+    /// Whether `finish` was called.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Feeds a chunk. `input` must be whole characters. After a stop fired the input is ignored;
+    /// after `finish` it is an error.
     pub fn feed(&mut self, set: &StopSet, input: &[u8]) -> Result<Emit, Error> {
-        match self.status {
-            Status::Open => {}
-            Status::Stopped(_) => return Ok(Emit::NOTHING),
-            Status::Finished => return Err(Error::finished()),
+        if self.finished {
+            return Err(Error::finished());
+        }
+        if self.status != Status::Open {
+            return Ok(Emit::NOTHING);
         }
         let auto = set.automaton();
         let held = self.held(set).len();
@@ -106,6 +115,7 @@ impl TextStream {
     /// Ends the stream and returns what was held back (empty if already closed).
     pub fn finish<'s>(&mut self, set: &'s StopSet) -> &'s [u8] {
         let held = self.held(set);
+        self.finished = true;
         if self.status == Status::Open {
             self.status = Status::Finished;
         }
@@ -179,10 +189,11 @@ impl ByteStream {
         input: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<ByteOut, Error> {
-        match self.text.status {
-            Status::Open => {}
-            Status::Stopped(_) => return Ok(ByteOut::Buffer),
-            Status::Finished => return Err(Error::finished()),
+        if self.text.finished {
+            return Err(Error::finished());
+        }
+        if self.text.status != Status::Open {
+            return Ok(ByteOut::Buffer);
         }
         // Common case: nothing carried over or held, and the chunk is valid on its own.
         if self.tail_len == 0
@@ -290,6 +301,7 @@ impl ByteStream {
     /// it becomes U+FFFD, which takes part in matching like any other character.
     pub fn finish(&mut self, set: &StopSet, out: &mut Vec<u8>) -> Result<(), Error> {
         if self.text.status != Status::Open {
+            self.text.finished = true;
             return Ok(());
         }
         let carried = self.tail_len as usize;
@@ -362,6 +374,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::type_complexity, reason = "a table of literal cases")]
     fn spec_examples_text() {
         // (stops, chunks, include_stop, outputs per feed then finish, status)
         let cases: &[(&[&str], &[&str], bool, &[&str], Status)] = &[
@@ -466,6 +479,12 @@ mod tests {
         assert!(st.feed(&set, b"a").unwrap_err().is_finished());
         st.reset();
         assert_eq!(st.feed(&set, b"a").unwrap(), Emit { from_held: 0, from_input: 1 });
+        // After a stop, input is ignored until finish; after finish it is an error.
+        assert_eq!(st.feed(&set, b"z").unwrap(), Emit::NOTHING);
+        assert_eq!(st.feed(&set, b"zz").unwrap(), Emit::NOTHING);
+        assert!(st.finish(&set).is_empty());
+        assert_eq!(st.status(), Status::Stopped(0));
+        assert!(st.feed(&set, b"a").unwrap_err().is_finished());
     }
 
     #[test]

@@ -1,0 +1,123 @@
+"""``stopstream``: apply stop sequences to a byte stream from stdin or a file.
+
+Output is written as soon as it is safe (only text that could still become a stop is held
+back), so the command works in a pipe behind a live producer. When a stop fires, the command
+stops reading and exits, which closes the pipe to the producer.
+
+Exit status: 0 when a stop fired or the input ended; 1 when the input is not valid UTF-8 (with
+``--errors strict``) or cannot be read; 2 for a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections.abc import Sequence
+from typing import BinaryIO
+
+from stopstream._core import ByteStopFilter
+
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|x[0-9a-fA-F]{2}|[nrt0\\])")
+_SIMPLE = {"n": "\n", "r": "\r", "t": "\t", "0": "\0", "\\": "\\"}
+_READ_SIZE = 1 << 16
+
+
+def _unescape(text: str) -> str:
+    def sub(m: re.Match[str]) -> str:
+        code = m.group(1)
+        return _SIMPLE.get(code) or chr(int(code[1:], 16))
+
+    return _ESCAPE.sub(sub, text)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="stopstream",
+        description="Copy a UTF-8 stream to stdout, cutting it right before the first stop "
+        "sequence. Text that could still become a stop is held back; everything else is "
+        "written at once.",
+        epilog="Exit status: 0 when a stop fired or the input ended, 1 on invalid UTF-8 "
+        "(--errors strict) or a read error, 2 on a usage error. The stop that fired (or "
+        "'end') is reported on stderr unless --quiet is given.",
+    )
+    p.add_argument(
+        "-s",
+        "--stop",
+        action="append",
+        default=[],
+        metavar="STOP",
+        help="a stop sequence (repeatable)",
+    )
+    p.add_argument(
+        "-e",
+        "--escapes",
+        action="store_true",
+        help=r"interpret \n \r \t \0 \\ \xHH \uHHHH \UHHHHHHHH in stop sequences",
+    )
+    p.add_argument(
+        "--include-stop", action="store_true", help="also write the stop sequence itself"
+    )
+    p.add_argument(
+        "--errors",
+        choices=("strict", "replace"),
+        default="strict",
+        help="invalid UTF-8: fail (strict, default) or write U+FFFD (replace)",
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="do not report on stderr")
+    p.add_argument("file", nargs="?", metavar="FILE", help="input file (default: stdin)")
+    return p
+
+
+def _run(args: argparse.Namespace, src: BinaryIO, out: BinaryIO) -> int:
+    stops = [_unescape(s) if args.escapes else s for s in args.stop]
+    f = ByteStopFilter(stops, args.include_stop, args.errors)
+    fd = src.fileno()
+    try:
+        while True:
+            # os.read returns as soon as any data is available: no waiting for a full buffer.
+            data = os.read(fd, _READ_SIZE)
+            if not data:
+                out.write(f.finish())
+                out.flush()
+                break
+            piece = f.feed(data)
+            if piece:
+                out.write(piece)
+                out.flush()
+            if f.stopped:
+                break
+    except UnicodeDecodeError as exc:
+        sys.stderr.write(f"stopstream: invalid UTF-8 in input: {exc.reason}\n")
+        return 1
+    if not args.quiet:
+        if f.stop_sequence is not None:
+            sys.stderr.write(
+                f"stopstream: stop sequence {f.stop_index}: {f.stop_sequence!r}\n"
+            )
+        else:
+            sys.stderr.write("stopstream: end of input, no stop sequence\n")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``stopstream`` command."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.file is None:
+            return _run(args, sys.stdin.buffer, sys.stdout.buffer)
+        with open(args.file, "rb") as src:
+            return _run(args, src, sys.stdout.buffer)
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):
+            # The reader went away: stop quietly, like other filters in a pipe.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            return 0
+        sys.stderr.write(f"stopstream: {exc}\n")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
