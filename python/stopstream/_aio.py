@@ -18,7 +18,8 @@ from stopstream._core import ByteStopFilter, StopFilter
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-    from stopstream._core import StopReason, Stops
+    from stopstream._core import _StopReason as StopReason
+    from stopstream._core import _Stops as Stops
 
 _Chunk = TypeVar("_Chunk", str, bytes)
 BytesLike = bytes | bytearray | memoryview
@@ -107,8 +108,7 @@ class AsyncStopStream(Generic[_Chunk]):
     def _feed(self, item: object, position: int) -> str | bytes:
         if self._filter is None and not isinstance(item, (str, bytes, bytearray, memoryview)):
             raise TypeError(
-                f"item at position {position} must be str or bytes-like, "
-                f"not {type(item).__name__}"
+                f"item at position {position} must be str or bytes-like, not {type(item).__name__}"
             )
         f = self._ensure_filter(item)
         if isinstance(f, StopFilter):
@@ -175,7 +175,7 @@ class AsyncStopStream(Generic[_Chunk]):
 
     @property
     def pending(self) -> _Chunk:
-        return ("" if self._filter is None else self._filter.pending)  # type: ignore[return-value]
+        return "" if self._filter is None else self._filter.pending  # type: ignore[return-value]
 
 
 @overload

@@ -93,9 +93,7 @@ def _run(args: argparse.Namespace, src: BinaryIO, out: BinaryIO) -> int:
         return 1
     if not args.quiet:
         if f.stop_sequence is not None:
-            sys.stderr.write(
-                f"stopstream: stop sequence {f.stop_index}: {f.stop_sequence!r}\n"
-            )
+            sys.stderr.write(f"stopstream: stop sequence {f.stop_index}: {f.stop_sequence!r}\n")
         else:
             sys.stderr.write("stopstream: end of input, no stop sequence\n")
     return 0

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, overload
 from stopstream._core import StopStream
 
 if TYPE_CHECKING:
-    from stopstream._core import Stops
+    from stopstream._core import _Stops as Stops
 
 BytesLike = bytes | bytearray | memoryview
 
