@@ -155,6 +155,12 @@ impl StopSet {
         self.automaton.scan(state, text)
     }
 
+    /// The text held back in `state`: the longest suffix of the input so far that is a proper
+    /// prefix of some stop.
+    pub fn held(&self, state: u32) -> &[u8] {
+        self.automaton.held(state)
+    }
+
     /// One-shot cut of a whole text: the length of the output and the stop that fired, if any.
     pub fn truncate(&self, text: &[u8], include_stop: bool) -> (usize, Option<usize>) {
         match self.automaton.scan(Automaton::START, text) {
