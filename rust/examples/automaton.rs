@@ -6,6 +6,8 @@
 //!
 //! Run: `cargo run --release --example automaton [FILE]` (default: this crate's sources).
 
+#![allow(clippy::cast_precision_loss, reason = "timings")]
+
 use std::collections::{HashMap, VecDeque};
 use std::hint::black_box;
 use std::time::Instant;
@@ -16,16 +18,15 @@ use aho_corasick::{dfa::DFA, Anchored, MatchKind};
 use stopstream::{Step, StopSet};
 
 fn main() {
-    let text = match std::env::args().nth(1) {
-        Some(path) => std::fs::read(path).expect("readable file"),
-        None => {
-            let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
-            let mut all = Vec::new();
-            for entry in std::fs::read_dir(dir).unwrap() {
-                all.extend(std::fs::read(entry.unwrap().path()).unwrap());
-            }
-            all
+    let text = if let Some(path) = std::env::args().nth(1) {
+        std::fs::read(path).expect("readable file")
+    } else {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
+        let mut all = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            all.extend(std::fs::read(entry.unwrap().path()).unwrap());
         }
+        all
     };
     let text = text.repeat((4 << 20) / text.len().max(1) + 1);
     let chunks: Vec<&[u8]> = text.chunks(4).collect();
