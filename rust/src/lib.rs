@@ -316,6 +316,58 @@ mod tests {
         }
     }
 
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+
+        /// Strict mode: a stop inside the valid prefix wins; otherwise invalid input fails in
+        /// the call that sees it, and that call changes nothing.
+        #[test]
+        fn bytes_strict_fails_exactly_when_no_stop_precedes_the_error(
+            stops in prop::collection::vec(word(3), 0..4),
+            raw in prop::collection::vec(prop::sample::select(vec![
+                b"a".to_vec(), b"<".to_vec(), "\u{e9}".as_bytes().to_vec(), b"\xff".to_vec(),
+                b"\xe2\x82".to_vec(), b"\xe2\x82\xac".to_vec(), b"\xdb".to_vec(), b"\x80".to_vec(),
+            ]), 0..16),
+            cuts in prop::collection::vec(0usize..40, 0..6),
+        ) {
+            let raw: Vec<u8> = raw.concat();
+            let set = StopSet::new(&stops).unwrap();
+            let valid = std::str::from_utf8(&raw).map_or_else(|e| e.valid_up_to(), |_| raw.len());
+            let (cut, stop) = set.truncate(&raw[..valid], false);
+            let mut bounds: Vec<usize> = cuts.iter().map(|&c| c.min(raw.len())).collect();
+            bounds.push(0);
+            bounds.push(raw.len());
+            bounds.sort_unstable();
+            let mut st = ByteStream::new(false, false);
+            let mut out = Vec::new();
+            let mut failed = false;
+            for w in bounds.windows(2) {
+                let before = st;
+                let mark = out.len();
+                match st.feed(&set, &raw[w[0]..w[1]], &mut out) {
+                    Ok(ByteOut::Input) => out.extend_from_slice(&raw[w[0]..w[1]]),
+                    Ok(ByteOut::Buffer) => {}
+                    Err(e) => {
+                        let d = e.decode_error().unwrap();
+                        prop_assert!(d.start < d.end && d.end <= d.object.len());
+                        prop_assert_eq!(st, before);
+                        prop_assert_eq!(out.len(), mark);
+                        failed = true;
+                        break;
+                    }
+                }
+            }
+            if failed {
+                prop_assert!(stop.is_none());
+            } else if stop.is_some() || valid == raw.len() {
+                st.finish(&set, &mut out).unwrap();
+                prop_assert_eq!(&out[..], &raw[..cut]);
+            } else {
+                prop_assert!(st.finish(&set, &mut out).is_err());
+            }
+        }
+    }
+
     #[test]
     fn empty_stop_names_its_position() {
         let err = StopSet::new(["a", "", "b"]).unwrap_err();

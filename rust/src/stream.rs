@@ -128,6 +128,19 @@ impl TextStream {
     }
 }
 
+/// A strict-mode error shaped like CPython's: `object` is the carried bytes plus the chunk.
+fn decode_error(carried: &[u8], input: &[u8], start: usize, end: usize) -> Error {
+    let mut object = Vec::with_capacity(carried.len() + input.len());
+    object.extend_from_slice(carried);
+    object.extend_from_slice(input);
+    let reason = if matches!(object.get(start), Some(0xC2..=0xF4)) {
+        "invalid continuation byte"
+    } else {
+        "invalid start byte"
+    };
+    Error::decode(DecodeError { object, start, end, reason })
+}
+
 /// What a [`ByteStream::feed`] produced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ByteOut {
@@ -219,6 +232,9 @@ impl ByteStream {
 
     fn feed_slow(&mut self, set: &StopSet, input: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
         let carried = self.tail_len as usize;
+        let carried_bytes = self.tail;
+        let error =
+            |start: usize, end: usize| decode_error(&carried_bytes[..carried], input, start, end);
         let mut pos = 0;
         if carried > 0 {
             let mut buf = [0u8; 8];
@@ -241,7 +257,7 @@ impl ByteStream {
                     // whatever input bytes still extended it; the byte that broke it is looked
                     // at again below.
                     if !self.replace {
-                        return Err(self.decode_error(input, 0, n));
+                        return Err(error(0, n));
                     }
                     self.tail_len = 0;
                     self.push(set, utf8::REPLACEMENT, out)?;
@@ -258,7 +274,7 @@ impl ByteStream {
                 Piece::Invalid { at, len } => {
                     if !self.replace {
                         let start = carried + pos + at;
-                        return Err(self.decode_error(input, start, start + len));
+                        return Err(error(start, start + len));
                     }
                     self.push(set, utf8::REPLACEMENT, out)?;
                 }
@@ -281,19 +297,6 @@ impl ByteStream {
         out.extend_from_slice(&held[..e.from_held]);
         out.extend_from_slice(&text[..e.from_input]);
         Ok(())
-    }
-
-    fn decode_error(&self, input: &[u8], start: usize, end: usize) -> Error {
-        let carried = self.tail_len as usize;
-        let mut object = Vec::with_capacity(carried + input.len());
-        object.extend_from_slice(&self.tail[..carried]);
-        object.extend_from_slice(input);
-        let reason = if matches!(object[start], 0xC2..=0xF4) {
-            "invalid continuation byte"
-        } else {
-            "invalid start byte"
-        };
-        Error::decode(DecodeError { object, start, end, reason })
     }
 
     /// Ends the stream, appending everything still held back. In strict mode an incomplete
@@ -469,6 +472,19 @@ mod tests {
         assert_eq!(st, before);
         st.feed(&set, b"\x82\xaca>", &mut out).unwrap();
         assert_eq!(out, "x</€a>".as_bytes());
+    }
+
+    #[test]
+    fn error_after_a_completed_carried_character_names_the_right_byte() {
+        let set = set(&[]);
+        let mut st = ByteStream::new(false, false);
+        let mut out = Vec::new();
+        st.feed(&set, b"\xdb", &mut out).unwrap();
+        let err = st.feed(&set, b"\x80a\xff", &mut out).unwrap_err();
+        let d = err.decode_error().unwrap();
+        assert_eq!((d.object.as_slice(), d.start, d.end), (&b"\xdb\x80a\xff"[..], 3, 4));
+        assert_eq!(d.reason, "invalid start byte");
+        assert!(out.is_empty());
     }
 
     #[test]
