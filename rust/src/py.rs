@@ -767,8 +767,14 @@ impl Drop for StopStream {
         let up = self.state.get_mut().unwrap_or_else(PoisonError::into_inner).take_upstream();
         if up.0.is_some() || up.1.is_some() {
             Python::attach(|py| {
+                // Deallocation can happen while an exception is propagating (a temporary
+                // stream whose `__next__` raised): keep it intact around the `close()` calls.
+                let in_flight = PyErr::take(py);
                 if let Err(err) = close_upstream(py, up) {
                     err.write_unraisable(py, None);
+                }
+                if let Some(err) = in_flight {
+                    err.restore(py);
                 }
             });
         }
