@@ -1,0 +1,125 @@
+"""Memory bounds: no growth while streaming, small open filters, bounded compilation, no leaks.
+
+Sizes are scaled to keep the run short; set ``STOPSTREAM_MEMORY_SCALE`` (default 1) to scale
+them up (10 feeds 1 GB and runs 1,000,000 calls per leak check).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+from collections.abc import Callable
+
+import pytest
+
+import stopstream
+
+SCALE = int(os.environ.get("STOPSTREAM_MEMORY_SCALE", "1"))
+MIB = 1 << 20
+
+pytestmark = pytest.mark.skipif(
+    not os.path.exists("/proc/self/statm"), reason="needs /proc to read the resident set size"
+)
+
+
+def rss() -> int:
+    """Current resident set size in bytes."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_streaming_keeps_rss_flat() -> None:
+    chunk = ("lorem ipsum dolor sit amet " * 2500)[:65536]
+    data = chunk.encode()
+    stops = ["</answer>", "\n\nUser:", "###END", "<|im_end|>"]
+    f = stopstream.StopFilter(stops)
+    b = stopstream.ByteStopFilter(stops)
+    for _ in range(100):  # warm up allocator pools
+        f.feed(chunk)
+        b.feed(data)
+    before = rss()
+    total = 0
+    while total < 100 * MIB * SCALE:
+        f.feed(chunk)
+        b.feed(data)
+        total += len(chunk) + len(data)
+    assert rss() - before < 20 * MIB
+    assert f.stop_reason is None and b.stop_reason is None
+
+
+def test_many_open_filters_are_small() -> None:
+    stops = ["</answer>", "\n\nUser:", "###END", "<|im_end|>"]
+    n = 100_000
+    gc.collect()
+    before = rss()
+    filters = [stopstream.StopFilter(stops) for _ in range(n)]
+    per_filter = (rss() - before) / n
+    # Each holds a tuple of the stops, a reference to the shared automaton and its state.
+    assert per_filter < 1024, per_filter
+    for f in filters[:100]:
+        assert f.feed("x </ans") == "x "
+    del filters
+
+
+def test_compiling_many_stops_is_bounded() -> None:
+    n = 100_000
+    stops = [f"<stop {i:06d} {i * 7919 % 100_003:06d}>" for i in range(n)]
+    gc.collect()
+    before = rss()
+    f = stopstream.StopFilter(stops)
+    grown = rss() - before
+    total_chars = sum(map(len, stops))
+    # Linear in the total length of the stops (a few dozen bytes per character at most).
+    assert grown < 64 * total_chars + 16 * MIB, (grown, total_chars)
+    assert f.feed("a <stop 000001 007919> b") == "a "
+
+
+def _refcount_stable(call: Callable[[], object], *objects: object) -> None:
+    counts = [sys.getrefcount(o) for o in objects]
+    for _ in range(1000):
+        call()
+    gc.collect()
+    before = rss()
+    for _ in range(100_000 * SCALE):
+        call()
+    gc.collect()
+    assert [sys.getrefcount(o) for o in objects] == counts
+    assert rss() - before < 4 * MIB
+
+
+def test_no_reference_leaks_on_the_hot_paths() -> None:
+    stops = ["</answer>", "\n\nUser:"]
+    text = "some text "
+    held = "tail </ans"
+    data = b"bytes \xc3"
+    f = stopstream.StopFilter(stops)
+    _refcount_stable(lambda: f.feed(text), text, f)
+    _refcount_stable(lambda: (f.reset(), f.feed(held), f.pending, f.finish()), held, f)
+    b = stopstream.ByteStopFilter(stops, errors="replace")
+    _refcount_stable(lambda: (b.reset(), b.feed(data), b.pending, b.finish()), data, b)
+    _refcount_stable(lambda: stopstream.StopFilter(stops), stops[0], stops[1])
+    _refcount_stable(lambda: stopstream.truncate(held, stops), held, stops[0])
+    items = ["a", "b </answer> c"]
+    _refcount_stable(lambda: list(stopstream.wrap(items, stops)), items[0], items[1])
+
+
+def test_no_leak_when_errors_are_raised() -> None:
+    f = stopstream.ByteStopFilter(["x"])
+    bad = b"\xff"
+
+    def strict_error() -> None:
+        try:
+            f.feed(bad)
+        except UnicodeDecodeError:
+            pass
+
+    _refcount_stable(strict_error, bad, f)
+
+    def type_error() -> None:
+        try:
+            f.feed(1.5)  # type: ignore[arg-type]
+        except TypeError:
+            pass
+
+    _refcount_stable(type_error, f)
