@@ -14,7 +14,7 @@ import asyncio
 import subprocess
 import sys
 import textwrap
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -173,9 +173,22 @@ def test_truncate_accepts_any_str(name: str) -> None:
 
 @pytest.mark.parametrize("value", [None, 1, 1.5, ["a"], {"a": 1}], ids=repr)
 def test_wrap_rejects_bad_first_item(value: Any) -> None:
-    s = stopstream.wrap(iter([value, "ok"]), ["x"])
+    closed: list[bool] = []
+
+    def upstream() -> Iterator[Any]:
+        try:
+            yield value
+            yield "ok"
+        finally:
+            closed.append(True)
+
+    s = stopstream.wrap(upstream(), ["x"])
     _raises(lambda: next(s), TypeError, "position 0", type(value).__name__)
-    assert next(s) == "ok"
+    # The bad item is consumed; the stream ends rather than splice the text around it, and
+    # the upstream is cancelled.
+    assert closed == [True]
+    assert list(s) == []
+    assert s.stop_reason is None
 
 
 def test_wrap_rejects_switching_kinds() -> None:
@@ -197,11 +210,13 @@ def test_awrap_rejects_bad_items_and_non_async_iterables() -> None:
     _raises(lambda: stopstream.awrap([1], ["x"]), TypeError, "async iterable", "list")  # type: ignore[call-overload]
 
     async def main() -> None:
-        s = stopstream.awrap(_agen([None, "ok"]), ["x"])
-        with pytest.raises(TypeError, match="position 0"):
+        s = stopstream.awrap(_agen(["a", None, "ok"]), ["x"])
+        assert await s.__anext__() == "a"
+        with pytest.raises(TypeError, match="position 1"):
             await s.__anext__()
-        assert await s.__anext__() == "ok"
-        await s.aclose()
+        with pytest.raises(StopAsyncIteration):
+            await s.__anext__()
+        assert s.stop_reason is None
 
     asyncio.run(main())
 

@@ -30,12 +30,14 @@ class AsyncStopStream(Generic[_Chunk]):
 
     __slots__ = (
         "_closing",
+        "_deferred",
         "_done",
         "_errors",
         "_filter",
         "_include_stop",
         "_iterator",
         "_position",
+        "_running",
         "_source",
         "_stops",
     )
@@ -63,19 +65,36 @@ class AsyncStopStream(Generic[_Chunk]):
         self._position = 0
         self._done = False
         self._closing = False
+        self._running = False
+        self._deferred: Exception | None = None
 
     def __aiter__(self) -> Self:
         return self
 
     async def __anext__(self) -> _Chunk:
+        if self._running:
+            raise RuntimeError(
+                "stream is already being iterated (concurrent __anext__ or re-entrant call)"
+            )
+        self._running = True
+        try:
+            return await self._next_piece()
+        finally:
+            self._running = False
+
+    async def _next_piece(self) -> _Chunk:
         while True:
+            if self._deferred is not None:
+                exc, self._deferred = self._deferred, None
+                raise exc
             iterator = self._iterator
             if self._done or iterator is None:
                 raise StopAsyncIteration
             try:
                 item = await iterator.__anext__()
             except StopAsyncIteration:
-                self._iterator = None
+                # Ran out by itself: nothing to close.
+                self._iterator = self._source = None
                 self._done = True
                 tail = self._ensure_filter("").finish()
                 if tail:
@@ -90,10 +109,23 @@ class AsyncStopStream(Generic[_Chunk]):
                 raise
             position = self._position
             self._position += 1
-            out = self._feed(item, position)
-            if self._filter is not None and self._filter.stopped:
+            try:
+                out = self._feed(item, position)
+            except (TypeError, ValueError):
+                # The bad item is consumed and cannot be fed again; going on would splice the
+                # text around it. End the stream and cancel the upstream.
                 self._done = True
                 await self.aclose()
+                raise
+            if self._filter is not None and self._filter.stopped:
+                self._done = True
+                try:
+                    await self.aclose()
+                except Exception as exc:
+                    if not out:
+                        raise
+                    # Deliver the last piece first; the error comes with the next call.
+                    self._deferred = exc
             if out:
                 return out  # type: ignore[return-value]
 
@@ -133,10 +165,16 @@ class AsyncStopStream(Generic[_Chunk]):
         self._closing = True
         iterator, source = self._iterator, self._source
         self._iterator = self._source = None
+        errors: list[BaseException] = []
         for obj in (iterator, source):
             close = getattr(obj, "aclose", None) if obj is not None else None
             if close is not None:
-                await close()
+                try:
+                    await close()
+                except Exception as exc:
+                    errors.append(exc)
+        if errors:
+            raise errors[0]
 
     async def __aenter__(self) -> Self:
         return self

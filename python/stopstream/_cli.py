@@ -4,6 +4,10 @@ Output is written as soon as it is safe (only text that could still become a sto
 back), so the command works in a pipe behind a live producer. When a stop fires, the command
 stops reading and exits, which closes the pipe to the producer.
 
+With ``--sse openai|anthropic`` the input is a Server-Sent Events body of the Chat Completions
+or Messages streaming API, and the output is that body with the stop sequences applied to the
+generated text (see ``stopstream.sse``).
+
 Exit status: 0 when a stop fired or the input ended; 1 when the input is not valid UTF-8 (with
 ``--errors strict``) or cannot be read; 2 for a usage error.
 """
@@ -14,9 +18,10 @@ import argparse
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 
+from stopstream import sse
 from stopstream._core import ByteStopFilter
 
 _ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|x[0-9a-fA-F]{2}|[nrt0\\])")
@@ -65,14 +70,26 @@ def _parser() -> argparse.ArgumentParser:
         default="strict",
         help="invalid UTF-8: fail (strict, default) or write U+FFFD (replace)",
     )
+    p.add_argument(
+        "--sse",
+        choices=("openai", "anthropic"),
+        help="the input is an SSE body of the OpenAI Chat Completions or the Anthropic "
+        "Messages streaming API: apply the stops to the generated text, write the body",
+    )
+    p.add_argument(
+        "--on-stop",
+        choices=("close", "drain"),
+        default="close",
+        help="with --sse, once every choice stopped: stop reading and end the body (close, "
+        "default) or read the input to its end to pass on the final usage (drain)",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="do not report on stderr")
     p.add_argument("file", nargs="?", metavar="FILE", help="input file (default: stdin)")
     return p
 
 
 def _run(args: argparse.Namespace, src: BinaryIO, out: BinaryIO) -> int:
-    stops = [_unescape(s) if args.escapes else s for s in args.stop]
-    f = ByteStopFilter(stops, args.include_stop, args.errors)
+    f = ByteStopFilter(args.stops, args.include_stop, args.errors)
     fd = src.fileno()
     try:
         while True:
@@ -82,7 +99,15 @@ def _run(args: argparse.Namespace, src: BinaryIO, out: BinaryIO) -> int:
                 out.write(f.finish())
                 out.flush()
                 break
-            piece = f.feed(data)
+            try:
+                piece = f.feed(data)
+            except UnicodeDecodeError as exc:
+                # Write what came before the bad byte (`exc.object` starts with the bytes of an
+                # incomplete character carried over from the previous read).
+                carried = len(exc.object) - len(data)
+                out.write(f.feed(data[: max(exc.start - carried, 0)]))
+                out.flush()
+                raise
             if piece:
                 out.write(piece)
                 out.flush()
@@ -99,14 +124,59 @@ def _run(args: argparse.Namespace, src: BinaryIO, out: BinaryIO) -> int:
     return 0
 
 
+def _chunks(src: BinaryIO) -> Iterator[bytes]:
+    fd = src.fileno()
+    while data := os.read(fd, _READ_SIZE):
+        yield data
+
+
+def _run_sse(args: argparse.Namespace, src: BinaryIO, out: BinaryIO) -> int:
+    stops = args.stops
+    stream: sse.OpenAISSEStream | sse.AnthropicSSEStream
+    if args.sse == "openai":
+        stream = sse.wrap_openai(
+            _chunks(src), stops, include_stop=args.include_stop, on_stop=args.on_stop
+        )
+    else:
+        stream = sse.wrap_anthropic(
+            _chunks(src), stops, include_stop=args.include_stop, on_stop=args.on_stop
+        )
+    with stream:
+        for piece in stream:
+            out.write(piece)
+            out.flush()
+    if not args.quiet:
+        if isinstance(stream, sse.OpenAISSEStream):
+            indices = stream.stop_indices
+            fired = [
+                (f"choice {choice}: ", indices[choice], stop)
+                for choice, stop in stream.stop_sequences.items()
+            ]
+        else:
+            fired = [("", stream.stop_index, stream.stop_sequence)]
+        lines = [f"{where}stop sequence {i}: {s!r}" for where, i, s in fired if s is not None]
+        for line in lines or ["end of input, no stop sequence"]:
+            sys.stderr.write(f"stopstream: {line}\n")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``stopstream`` command."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    args.stops = [_unescape(s) if args.escapes else s for s in args.stop]
+    if args.sse is not None and args.errors != "strict":
+        parser.error("--errors applies to plain streams, not to --sse (SSE bodies are JSON)")
+    try:
+        ByteStopFilter(args.stops)
+    except ValueError as exc:
+        parser.error(str(exc))
+    run = _run if args.sse is None else _run_sse
     try:
         if args.file is None:
-            return _run(args, sys.stdin.buffer, sys.stdout.buffer)
+            return run(args, sys.stdin.buffer, sys.stdout.buffer)
         with open(args.file, "rb") as src:
-            return _run(args, src, sys.stdout.buffer)
+            return run(args, src, sys.stdout.buffer)
     except OSError as exc:
         if isinstance(exc, BrokenPipeError):
             # The reader went away: stop quietly, like other filters in a pipe.

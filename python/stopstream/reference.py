@@ -117,6 +117,8 @@ def reference_truncate(
     """Cut ``text`` at the first stop (SPEC section 2); return the text and the stop that fired."""
     if not isinstance(text, str):
         raise TypeError(f"text must be str, not {type(text).__name__}")
+    if not isinstance(include_stop, bool):
+        raise TypeError(f"include_stop must be a bool, not {type(include_stop).__name__}")
     checked = validate_stops(stops)
     match = find_stop(text, checked)
     if match is None:
@@ -133,6 +135,8 @@ class _Matcher:
     """
 
     def __init__(self, stops: Stops, include_stop: bool) -> None:
+        if not isinstance(include_stop, bool):
+            raise TypeError(f"include_stop must be a bool, not {type(include_stop).__name__}")
         self._stops = validate_stops(stops)
         self._include_stop = include_stop
         self._open()
@@ -279,6 +283,8 @@ class ReferenceByteStopFilter(_Matcher):
     """
 
     def __init__(self, stops: Stops, include_stop: bool = False, errors: str = "strict") -> None:
+        if not isinstance(errors, str):
+            raise TypeError(f"errors must be a str, not {type(errors).__name__}")
         if errors not in _ERRORS_MODES:
             raise ValueError(f"errors must be 'strict' or 'replace', not {errors!r}")
         super().__init__(stops, include_stop)

@@ -82,8 +82,9 @@ pub struct Automaton {
 }
 
 enum Repr {
-    /// `table[sid + class]`, `sid` premultiplied by `stride`; high bit = target completes a stop.
-    Dense { table: Vec<u32>, stride: usize },
+    /// `table[sid + class]`, `sid` premultiplied by the stride `1 << shift` (a power of two, so
+    /// the state index is a shift away, not a division); high bit = target completes a stop.
+    Dense { table: Vec<u32>, shift: u32 },
     /// Trie edges sorted by byte, failure links, and a dense root row.
     Sparse { edges: Vec<Vec<(u8, u32)>>, fail: Vec<u32>, root: Box<[u32; 256]> },
 }
@@ -177,8 +178,9 @@ impl Automaton {
         let first_bytes: Vec<u8> = edges[0].iter().map(|&(b, _)| b).collect();
         let max_len = patterns.iter().map(|p| p.len()).max().unwrap_or(0);
 
-        let repr = if n.saturating_mul(nclasses) <= dense_budget {
-            Self::dense(&edges, &fail, &order, &out, &classes, nclasses)
+        let stride = nclasses.next_power_of_two();
+        let repr = if n.saturating_mul(stride) <= dense_budget {
+            Self::dense(&edges, &fail, &order, &out, &classes, stride)
         } else {
             let mut root = Box::new([0u32; 256]);
             for &(b, t) in &edges[0] {
@@ -215,7 +217,7 @@ impl Automaton {
             let t = *entry as usize;
             *entry = to_u32(t * stride) | if out[t] == NONE { 0 } else { MATCH_BIT };
         }
-        Repr::Dense { table, stride }
+        Repr::Dense { table, shift: stride.trailing_zeros() }
     }
 
     /// The root state, where every stream starts.
@@ -251,7 +253,7 @@ impl Automaton {
 
     fn index(&self, sid: u32) -> usize {
         match &self.repr {
-            Repr::Dense { stride, .. } => sid as usize / stride,
+            Repr::Dense { shift, .. } => (sid >> shift) as usize,
             Repr::Sparse { .. } => sid as usize,
         }
     }

@@ -12,13 +12,15 @@
 //! * Compiled stop lists are shared through `StopSet::cached`.
 
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyUnicodeDecodeError, PyValueError};
+use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
-use pyo3::sync::MutexExt;
-use pyo3::types::{PyByteArray, PyBytes, PyIterator, PyMemoryView, PyString, PyTuple};
+use pyo3::sync::{MutexExt, PyOnceLock};
+use pyo3::types::{PyByteArray, PyBytes, PyIterator, PyList, PyMemoryView, PyString, PyTuple};
+use pyo3::PyTraverseError;
 
 use crate::{ByteOut, ByteStream, Error, Status, StopSet, TextStream};
 
@@ -43,7 +45,8 @@ fn str_bytes<'a>(s: &'a Bound<'_, PyString>) -> PyResult<Cow<'a, [u8]>> {
     if let Ok(v) = s.to_str() {
         return Ok(Cow::Borrowed(v.as_bytes()));
     }
-    let b = s.call_method1("encode", ("utf-8", "surrogatepass"))?;
+    // Through the type: a subclass's own `encode` must not decide what is matched.
+    let b = s.py().get_type::<PyString>().call_method1("encode", (s, "utf-8", "surrogatepass"))?;
     Ok(Cow::Owned(b.cast::<PyBytes>()?.as_bytes().to_vec()))
 }
 
@@ -62,32 +65,34 @@ fn make_str<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyString>
     }
 }
 
+fn not_stops(obj: &Bound<'_, PyAny>) -> PyErr {
+    PyTypeError::new_err(format!(
+        "stops must be None, a str or an iterable of str, not {}",
+        type_name(obj)
+    ))
+}
+
 fn parse_stops(py: Python<'_>, stops: Option<&Bound<'_, PyAny>>) -> PyResult<Stops> {
-    let items: Vec<Bound<'_, PyAny>> = match stops {
-        None => Vec::new(),
-        Some(obj) if obj.is_none() => Vec::new(),
-        Some(obj) if obj.is_instance_of::<PyString>() => vec![obj.clone()],
-        Some(obj)
-            if obj.is_instance_of::<PyBytes>()
-                || obj.is_instance_of::<PyByteArray>()
-                || obj.is_instance_of::<PyMemoryView>() =>
-        {
-            return Err(PyTypeError::new_err(format!(
-                "stops must be None, a str or an iterable of str, not {}",
-                type_name(obj)
-            )));
-        }
-        Some(obj) => {
-            let it = obj.try_iter().map_err(|_| {
-                PyTypeError::new_err(format!(
-                    "stops must be None, a str or an iterable of str, not {}",
-                    type_name(obj)
-                ))
-            })?;
-            it.collect::<PyResult<_>>()?
-        }
+    let Some(obj) = stops.filter(|o| !o.is_none()) else {
+        let set = StopSet::cached::<&[u8]>(&[]).map_err(|e| map_error(py, &e))?;
+        return Ok(Stops { tuple: PyTuple::empty(py).unbind(), set });
     };
-    let mut strs = Vec::with_capacity(items.len());
+    let items: Vec<Bound<'_, PyAny>> = if obj.is_instance_of::<PyString>() {
+        vec![obj.clone()]
+    } else if let Ok(t) = obj.cast::<PyTuple>() {
+        t.iter().collect()
+    } else if let Ok(l) = obj.cast::<PyList>() {
+        l.iter().collect()
+    } else if obj.is_instance_of::<PyBytes>()
+        || obj.is_instance_of::<PyByteArray>()
+        || obj.is_instance_of::<PyMemoryView>()
+    {
+        return Err(not_stops(obj));
+    } else {
+        obj.try_iter().map_err(|_| not_stops(obj))?.collect::<PyResult<_>>()?
+    };
+    let mut all_exact = true;
+    let mut encoded: Vec<Cow<'_, [u8]>> = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         let s = item.cast::<PyString>().map_err(|_| {
             PyTypeError::new_err(format!(
@@ -95,11 +100,15 @@ fn parse_stops(py: Python<'_>, stops: Option<&Bound<'_, PyAny>>) -> PyResult<Sto
                 type_name(item)
             ))
         })?;
-        strs.push(s);
+        all_exact &= s.is_exact_instance_of::<PyString>();
+        encoded.push(str_bytes(s)?);
     }
-    let encoded: Vec<Cow<'_, [u8]>> = strs.iter().map(|s| str_bytes(s)).collect::<PyResult<_>>()?;
     let set = StopSet::cached(&encoded).map_err(|e| map_error(py, &e))?;
-    let tuple = PyTuple::new(py, strs)?.unbind();
+    // An exact tuple of exact strs is immutable: keep it rather than building a copy.
+    let tuple = match obj.cast_exact::<PyTuple>() {
+        Ok(t) if all_exact => t.clone().unbind(),
+        _ => PyTuple::new(py, items)?.unbind(),
+    };
     Ok(Stops { tuple, set })
 }
 
@@ -182,19 +191,32 @@ fn feed_text<'py>(
     st: &mut TextStream,
     text: &Bound<'py, PyString>,
 ) -> PyResult<Bound<'py, PyString>> {
+    Ok(feed_text_nonempty(py, set, st, text)?.unwrap_or_else(|| PyString::new(py, "")))
+}
+
+/// Like [`feed_text`], but `None` when nothing is emitted (the pull API never yields "").
+fn feed_text_nonempty<'py>(
+    py: Python<'py>,
+    set: &StopSet,
+    st: &mut TextStream,
+    text: &Bound<'py, PyString>,
+) -> PyResult<Option<Bound<'py, PyString>>> {
     let bytes = str_bytes(text)?;
-    let held = st.held(set);
+    let before = *st;
     let e = st.feed(set, &bytes).map_err(|e| map_error(py, &e))?;
     if e.from_held == 0 {
-        if e.from_input == bytes.len() && text.is_exact_instance_of::<PyString>() {
-            return Ok(text.clone());
+        if e.from_input == 0 {
+            return Ok(None);
         }
-        return make_str(py, &bytes[..e.from_input]);
+        if e.from_input == bytes.len() && text.is_exact_instance_of::<PyString>() {
+            return Ok(Some(text.clone()));
+        }
+        return make_str(py, &bytes[..e.from_input]).map(Some);
     }
     let mut out = Vec::with_capacity(e.from_held + e.from_input);
-    out.extend_from_slice(&held[..e.from_held]);
+    out.extend_from_slice(&before.held(set)[..e.from_held]);
     out.extend_from_slice(&bytes[..e.from_input]);
-    make_str(py, &out)
+    make_str(py, &out).map(Some)
 }
 
 /// Incremental stop-sequence filter over `str` chunks.
@@ -473,69 +495,141 @@ impl Mode {
 
 struct StreamState {
     mode: Mode,
-    /// The upstream iterator, until it is exhausted or closed.
+    /// The upstream iterator, until the stream ends or is cleared by the GC.
     upstream: Option<Py<PyIterator>>,
-    /// The object given, when it is not its own iterator (an SDK stream whose `__iter__`
-    /// returns a generator): it is closed too, so its connection is released.
-    source: Option<Py<PyAny>>,
+    /// A `stopstream._finalize.UpstreamCloser` holding the iterator and, when it is not its own
+    /// iterator, the object given (an SDK stream whose `__iter__` returns a generator, closed
+    /// too so its connection is released). Dropping it closes them.
+    closer: Option<Py<PyAny>>,
     /// Items pulled so far (to name a bad item's position).
     position: usize,
-    /// No more output: a stop fired, the upstream ended, the upstream raised, or we were closed.
+    /// No more output: a stop fired, the upstream ended or raised, or the stream was closed.
     done: bool,
     /// An exception from closing the upstream after the last piece, raised on the next call.
     deferred: Option<PyErr>,
 }
 
+impl StreamState {
+    /// Ends the stream and closes the upstream (at most once over the stream's life).
+    fn close_upstream(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.done = true;
+        self.upstream = None;
+        match self.closer.take() {
+            Some(closer) => closer.bind(py).call_method0(pyo3::intern!(py, "close")).map(drop),
+            None => Ok(()),
+        }
+    }
+
+    /// Ends the stream after the upstream ran out by itself: nothing to close.
+    fn release_upstream(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.done = true;
+        self.upstream = None;
+        match self.closer.take() {
+            Some(closer) => closer.bind(py).call_method0(pyo3::intern!(py, "disarm")).map(drop),
+            None => Ok(()),
+        }
+    }
+}
+
+static CLOSER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+fn new_closer(
+    py: Python<'_>,
+    iter: &Bound<'_, PyIterator>,
+    source: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Py<PyAny>> {
+    let class = CLOSER.get_or_try_init(py, || {
+        Ok::<_, PyErr>(py.import("stopstream._finalize")?.getattr("UpstreamCloser")?.unbind())
+    })?;
+    let closer = match source {
+        Some(src) => class.bind(py).call1((iter, src))?,
+        None => class.bind(py).call1((iter,))?,
+    };
+    Ok(closer.unbind())
+}
+
 /// Iterator wrapping an upstream iterable of `str` or bytes chunks.
+///
+/// `__next__` holds the state lock for its whole call, upstream pull included: one uncontended
+/// lock per chunk. A second `__next__` meanwhile (another thread, or re-entry from the upstream)
+/// finds the lock taken and raises `RuntimeError`, as a generator that is already executing
+/// does; a `close()` meanwhile is recorded and carried out by the running `__next__` as soon as
+/// its pull returns (cancellation from another thread). The attributes are read from a snapshot published after every
+/// `__next__`, so they never wait and can be read from anywhere, upstream code included.
 #[pyclass(frozen, module = "stopstream._core")]
 struct StopStream {
     stops: Stops,
     include_stop: bool,
     replace: bool,
     state: Mutex<StreamState>,
-    /// Set while a `__next__` is pulling from the upstream (the lock is not held then, since
-    /// upstream code may run arbitrary Python).
-    busy: AtomicBool,
+    /// What the attributes report, published after every `__next__`, so reading them never
+    /// waits for (or re-enters) a pull in progress.
+    snapshot: AtomicU64,
+    /// The incomplete character held by a bytes stream: length in the low byte, then the bytes.
+    tail: AtomicU32,
+    /// `close()` was called while a `__next__` was running; that call closes on its way out.
+    close_requested: AtomicBool,
 }
 
-/// Resets the busy flag on every exit path.
-struct Busy<'a>(&'a AtomicBool);
+/// A stream's attributes packed in one word: state id (32 bits), mode (2 bits), status (30 bits:
+/// 0 open, 1 finished, 2 + i stopped by stop i).
+#[derive(Clone, Copy)]
+struct Snapshot {
+    sid: u32,
+    mode: u8,
+    status: Status,
+}
 
-impl Drop for Busy<'_> {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
+impl Snapshot {
+    const MODE_TEXT: u8 = 1;
+    const MODE_BYTES: u8 = 2;
+
+    fn pack(self) -> u64 {
+        let status: u64 = match self.status {
+            Status::Open => 0,
+            Status::Finished => 1,
+            Status::Stopped(i) => 2 + i as u64,
+        };
+        u64::from(self.sid) | u64::from(self.mode) << 32 | status << 34
     }
-}
 
-/// Calls `close()` on the upstream iterator and on the object it came from, where they have one.
-fn close_upstream(
-    py: Python<'_>,
-    upstream: (Option<Py<PyIterator>>, Option<Py<PyAny>>),
-) -> PyResult<()> {
-    let close = |obj: &Bound<'_, PyAny>| match obj.getattr(pyo3::intern!(py, "close")) {
-        Ok(close) => close.call0().map(drop),
-        Err(_) => Ok(()),
-    };
-    let (iter, source) = upstream;
-    let first = iter.map_or(Ok(()), |it| close(it.bind(py).as_any()));
-    let second = source.map_or(Ok(()), |src| close(src.bind(py)));
-    first.and(second)
-}
-
-impl StreamState {
-    fn take_upstream(&mut self) -> (Option<Py<PyIterator>>, Option<Py<PyAny>>) {
-        (self.upstream.take(), self.source.take())
+    fn unpack(word: u64) -> Snapshot {
+        let status = match word >> 34 {
+            0 => Status::Open,
+            1 => Status::Finished,
+            i => Status::Stopped((i - 2) as usize),
+        };
+        Snapshot { sid: word as u32, mode: (word >> 32) as u8 & 3, status }
     }
 }
 
 impl StopStream {
-    fn enter(&self) -> PyResult<Busy<'_>> {
-        if self.busy.swap(true, Ordering::AcqRel) {
-            return Err(PyRuntimeError::new_err(
-                "stream is already being iterated (concurrent or re-entrant call)",
-            ));
-        }
-        Ok(Busy(&self.busy))
+    /// Publishes the attributes after a change of state.
+    fn publish(&self, st: &StreamState) {
+        let (snap, tail) = match &st.mode {
+            Mode::Unknown => (Snapshot { sid: 0, mode: 0, status: Status::Open }, 0),
+            Mode::Text(t) => {
+                (Snapshot { sid: t.state_id(), mode: Snapshot::MODE_TEXT, status: t.status() }, 0)
+            }
+            Mode::Bytes(b) => {
+                let mut tail = b.tail().len() as u32;
+                for (i, &byte) in b.tail().iter().enumerate() {
+                    tail |= u32::from(byte) << (8 * (i + 1));
+                }
+                let snap = Snapshot {
+                    sid: b.text().state_id(),
+                    mode: Snapshot::MODE_BYTES,
+                    status: b.status(),
+                };
+                (snap, tail)
+            }
+        };
+        self.tail.store(tail, Ordering::Relaxed);
+        self.snapshot.store(snap.pack(), Ordering::Release);
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        Snapshot::unpack(self.snapshot.load(Ordering::Acquire))
     }
 
     /// Feeds one upstream item; `Ok(None)` when it produced no output.
@@ -546,9 +640,16 @@ impl StopStream {
         item: &Bound<'py, PyAny>,
         position: usize,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let set = &*self.stops.set;
+        if let Mode::Text(t) = &mut st.mode {
+            if let Ok(text) = item.cast::<PyString>() {
+                return Ok(feed_text_nonempty(py, set, t, text)?.map(Bound::into_any));
+            }
+        }
         if matches!(st.mode, Mode::Unknown) {
             if item.is_instance_of::<PyString>() {
                 st.mode = Mode::Text(TextStream::new(self.include_stop));
+                return self.feed_item(py, st, item, position);
             } else if chunk_bytes(item)?.is_some() {
                 st.mode = Mode::Bytes(ByteStream::new(self.include_stop, self.replace));
             } else {
@@ -558,18 +659,7 @@ impl StopStream {
                 )));
             }
         }
-        let set = &*self.stops.set;
         match &mut st.mode {
-            Mode::Text(t) => {
-                let Ok(text) = item.cast::<PyString>() else {
-                    return Err(PyTypeError::new_err(format!(
-                        "item at position {position} is {}, but the stream started with str",
-                        type_name(item)
-                    )));
-                };
-                let out = feed_text(py, set, t, text)?;
-                Ok((out.len()? > 0).then(|| out.into_any()))
-            }
             Mode::Bytes(b) => {
                 let Some(bytes) = chunk_bytes(item)? else {
                     return Err(PyTypeError::new_err(format!(
@@ -580,7 +670,10 @@ impl StopStream {
                 let out = feed_bytes(py, set, b, item, &bytes)?;
                 Ok((!out.as_bytes().is_empty()).then(|| out.into_any()))
             }
-            Mode::Unknown => Ok(None),
+            _ => Err(PyTypeError::new_err(format!(
+                "item at position {position} is {}, but the stream started with str",
+                type_name(item)
+            ))),
         }
     }
 
@@ -610,6 +703,53 @@ impl StopStream {
             }
         }
     }
+
+    fn next_piece<'py>(
+        &self,
+        py: Python<'py>,
+        st: &mut StreamState,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        loop {
+            if st.done {
+                return st.deferred.take().map_or(Ok(None), Err);
+            }
+            let Some(upstream) = st.upstream.as_ref() else { return Ok(None) };
+            let item = match upstream.bind(py).clone().next() {
+                Some(Ok(item)) => item,
+                None => {
+                    st.release_upstream(py)?;
+                    return self.finish_mode(py, st);
+                }
+                Some(Err(err)) => {
+                    st.done = true;
+                    return Err(err);
+                }
+            };
+            let position = st.position;
+            st.position += 1;
+            let out = match self.feed_item(py, st, &item, position) {
+                Ok(out) => out,
+                Err(err) => {
+                    // The bad item is consumed and cannot be fed again; going on would splice
+                    // the text around it. End the stream (like an upstream error) and cancel
+                    // the upstream.
+                    return Err(st.close_upstream(py).err().unwrap_or(err));
+                }
+            };
+            if matches!(st.mode.status(), Status::Stopped(_)) {
+                if let Err(err) = st.close_upstream(py) {
+                    if out.is_none() {
+                        return Err(err);
+                    }
+                    st.deferred = Some(err);
+                }
+                return Ok(out);
+            }
+            if out.is_some() {
+                return Ok(out);
+            }
+        }
+    }
 }
 
 #[pymethods]
@@ -628,7 +768,8 @@ impl StopStream {
         let upstream = PyIterator::from_object(chunks).map_err(|_| {
             PyTypeError::new_err(format!("chunks must be iterable, not {}", type_name(chunks)))
         })?;
-        let source = (!upstream.is(chunks)).then(|| chunks.clone().unbind());
+        let source = (!upstream.is(chunks)).then_some(chunks);
+        let closer = new_closer(py, &upstream, source)?;
         Ok(StopStream {
             stops,
             include_stop,
@@ -636,12 +777,14 @@ impl StopStream {
             state: Mutex::new(StreamState {
                 mode: Mode::Unknown,
                 upstream: Some(upstream.unbind()),
-                source,
+                closer: Some(closer),
                 position: 0,
                 done: false,
                 deferred: None,
             }),
-            busy: AtomicBool::new(false),
+            snapshot: AtomicU64::new(0),
+            tail: AtomicU32::new(0),
+            close_requested: AtomicBool::new(false),
         })
     }
 
@@ -650,62 +793,54 @@ impl StopStream {
     }
 
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let _busy = self.enter()?;
-        loop {
-            let (upstream, position) = {
-                let mut st = lock(py, &self.state);
-                if let Some(err) = st.deferred.take() {
-                    return Err(err);
-                }
-                if st.done {
-                    return Ok(None);
-                }
-                let Some(up) = st.upstream.as_ref() else { return Ok(None) };
-                (up.clone_ref(py), st.position)
-            };
-            // Pull without holding the lock: upstream code may run any Python.
-            let next = upstream.bind(py).clone().next();
-            let mut st = lock(py, &self.state);
-            let item = match next {
-                Some(Ok(item)) => item,
-                None => {
-                    st.upstream = None;
-                    st.done = true;
-                    return self.finish_mode(py, &mut st);
-                }
-                Some(Err(err)) => {
-                    st.done = true;
-                    return Err(err);
-                }
-            };
-            st.position = position + 1;
-            let out = self.feed_item(py, &mut st, &item, position)?;
-            if matches!(st.mode.status(), Status::Stopped(_)) {
-                st.done = true;
-                let up = st.take_upstream();
-                drop(st);
-                if let Err(err) = close_upstream(py, up) {
-                    if out.is_none() {
-                        return Err(err);
-                    }
-                    lock(py, &self.state).deferred = Some(err);
-                }
-                return Ok(out);
+        let mut st = match self.state.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                return Err(PyRuntimeError::new_err(
+                    "stream is already being iterated (concurrent or re-entrant call)",
+                ));
             }
-            if out.is_some() {
-                return Ok(out);
-            }
+        };
+        let mut result = self.next_piece(py, &mut st);
+        if self.close_requested.load(Ordering::Acquire) {
+            // Closed from elsewhere during the pull: the consumer wants no more output.
+            let closed = st.close_upstream(py);
+            result = closed.and(result.map(|_| None));
         }
+        self.publish(&st);
+        result
     }
 
     /// Stops the stream and closes the upstream (once; later calls do nothing).
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let up = {
-            let mut st = lock(py, &self.state);
+        self.close_requested.store(true, Ordering::Release);
+        match self.state.try_lock() {
+            Ok(mut st) => st.close_upstream(py),
+            Err(TryLockError::Poisoned(p)) => p.into_inner().close_upstream(py),
+            // A `__next__` is running (another thread, or this call comes from the upstream):
+            // it sees the request and closes the upstream as soon as its pull returns.
+            Err(TryLockError::WouldBlock) => Ok(()),
+        }
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        // A stream in use is reachable anyway; only an idle one can be part of garbage.
+        if let Ok(st) = self.state.try_lock() {
+            visit.call(&st.upstream)?;
+            visit.call(&st.closer)?;
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        // The collector has already run the closer's finalizer (finalizers of a dead cycle run
+        // before anything in it is cleared); dropping the references is all that is left.
+        if let Ok(mut st) = self.state.try_lock() {
             st.done = true;
-            st.take_upstream()
-        };
-        close_upstream(py, up)
+            st.upstream = None;
+            st.closer = None;
+        }
     }
 
     fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
@@ -729,55 +864,43 @@ impl StopStream {
     }
 
     #[getter]
-    fn stopped(&self, py: Python<'_>) -> bool {
-        matches!(lock(py, &self.state).mode.status(), Status::Stopped(_))
+    fn stopped(&self) -> bool {
+        matches!(self.snapshot().status, Status::Stopped(_))
     }
 
     #[getter]
     fn stop_sequence(&self, py: Python<'_>) -> Option<Py<PyAny>> {
-        let status = lock(py, &self.state).mode.status();
-        stop_sequence(py, &self.stops, status)
+        stop_sequence(py, &self.stops, self.snapshot().status)
     }
 
     #[getter]
-    fn stop_index(&self, py: Python<'_>) -> Option<usize> {
-        stop_index(lock(py, &self.state).mode.status())
+    fn stop_index(&self) -> Option<usize> {
+        stop_index(self.snapshot().status)
     }
 
     #[getter]
-    fn stop_reason(&self, py: Python<'_>) -> Option<&'static str> {
-        stop_reason(lock(py, &self.state).mode.status())
+    fn stop_reason(&self) -> Option<&'static str> {
+        stop_reason(self.snapshot().status)
     }
 
     #[getter]
     fn pending<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let st = lock(py, &self.state);
+        let snap = self.snapshot();
         let set = &*self.stops.set;
-        Ok(match &st.mode {
-            Mode::Unknown => PyString::new(py, "").into_any(),
-            Mode::Text(t) => make_str(py, t.held(set))?.into_any(),
-            Mode::Bytes(b) => PyBytes::new(py, &byte_pending(set, b)).into_any(),
-        })
-    }
-}
-
-impl Drop for StopStream {
-    /// A stream dropped after partial iteration closes its upstream, as a generator would.
-    fn drop(&mut self) {
-        let up = self.state.get_mut().unwrap_or_else(PoisonError::into_inner).take_upstream();
-        if up.0.is_some() || up.1.is_some() {
-            Python::attach(|py| {
-                // Deallocation can happen while an exception is propagating (a temporary
-                // stream whose `__next__` raised): keep it intact around the `close()` calls.
-                let in_flight = PyErr::take(py);
-                if let Err(err) = close_upstream(py, up) {
-                    err.write_unraisable(py, None);
-                }
-                if let Some(err) = in_flight {
-                    err.restore(py);
-                }
-            });
+        let held = if self.include_stop || snap.status != Status::Open {
+            &[][..]
+        } else {
+            set.held(snap.sid)
+        };
+        if snap.mode == Snapshot::MODE_BYTES {
+            let mut out = held.to_vec();
+            if snap.status == Status::Open {
+                let tail = self.tail.load(Ordering::Relaxed).to_le_bytes();
+                out.extend_from_slice(&tail[1..=(tail[0] as usize).min(3)]);
+            }
+            return Ok(PyBytes::new(py, &out).into_any());
         }
+        Ok(make_str(py, held)?.into_any())
     }
 }
 

@@ -63,6 +63,12 @@ impl TextStream {
         self.include_stop
     }
 
+    /// The automaton state: with the stop set it determines the held-back text
+    /// ([`StopSet::held`]), so a snapshot of the stream fits in a couple of words.
+    pub fn state_id(&self) -> u32 {
+        self.sid
+    }
+
     /// The text held back right now: the longest suffix of the input that is a proper prefix of
     /// some stop (always empty with `include_stop`, and once the stream is closed).
     pub fn held<'s>(&self, set: &'s StopSet) -> &'s [u8] {
@@ -174,6 +180,11 @@ impl ByteStream {
     /// Whether the stop is emitted with the text.
     pub fn include_stop(&self) -> bool {
         self.text.include_stop
+    }
+
+    /// The decoded-text part of the stream.
+    pub fn text(&self) -> &TextStream {
+        &self.text
     }
 
     /// Whether invalid input is replaced by U+FFFD rather than rejected.
@@ -292,9 +303,9 @@ impl ByteStream {
 
     /// Matches decoded bytes and appends what is now safe to emit.
     fn push(&mut self, set: &StopSet, text: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
-        let held = self.text.held(set);
+        let before = self.text;
         let e = self.text.feed(set, text)?;
-        out.extend_from_slice(&held[..e.from_held]);
+        out.extend_from_slice(&before.held(set)[..e.from_held]);
         out.extend_from_slice(&text[..e.from_input]);
         Ok(())
     }

@@ -1,0 +1,38 @@
+"""Closing a stream's upstream when the stream is dropped, reference cycles included.
+
+The native stream keeps one of these and hands it the objects to close. Its ``__del__`` is a
+finalizer, and the garbage collector runs every finalizer of a dead cycle before it clears any
+object in it, so the upstream is closed while still intact even when stream and upstream die
+together. (A native class cannot have a finalizer of its own.)
+"""
+
+from __future__ import annotations
+
+
+class UpstreamCloser:
+    """Calls ``close()`` once on each target that has one, when asked or when dropped."""
+
+    __slots__ = ("targets",)
+
+    def __init__(self, *targets: object) -> None:
+        self.targets: tuple[object, ...] = targets
+
+    def close(self) -> None:
+        targets, self.targets = self.targets, ()
+        errors: list[BaseException] = []
+        for target in targets:
+            close = getattr(target, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception as exc:
+                    errors.append(exc)
+        if errors:
+            raise errors[0]
+
+    def disarm(self) -> None:
+        """The upstream ran out by itself: nothing to close."""
+        self.targets = ()
+
+    def __del__(self) -> None:
+        self.close()

@@ -1,0 +1,344 @@
+"""Stop sequences for Anthropic Messages streams.
+
+``wrap_messages`` / ``awrap_messages`` wrap a stream of the ``anthropic`` SDK's raw stream
+events (what ``client.messages.create(..., stream=True)`` returns) or of plain dicts of the same
+shape, and yield the same kind::
+
+    stream = client.messages.create(model=..., messages=..., max_tokens=..., stream=True)
+    with stopstream.anthropic.wrap_messages(stream, ["</answer>"]) as events:
+        for event in events:
+            ...
+
+Rules:
+
+- Only the ``text_delta`` events of text blocks are scanned, with one filter per text block
+  (text is never moved from one block to another: what a block holds back is released in a
+  ``text_delta`` right before its ``content_block_stop``). Thinking, signatures, tool input
+  JSON, citations and server tool blocks pass through untouched, and so do ``ping`` and
+  ``error`` events. A ``text_delta`` whose text is held back entirely is not emitted.
+- When a stop fires: the truncated ``text_delta`` (if any text is left), ``content_block_stop``,
+  ``message_delta`` with ``stop_reason: "stop_sequence"`` and ``stop_sequence`` set, and
+  ``message_stop``; nothing later.
+- ``on_stop="close"`` (default): the upstream is closed as soon as the stop is seen, and the
+  ``message_delta`` carries the latest usage the upstream reported (from ``message_start``:
+  exact input tokens, an output count that stops short of the real one). ``on_stop="drain"``:
+  the upstream is read to its end silently (``ping`` events still pass, as keep-alives) and the
+  ``message_delta`` carries the upstream's own final usage.
+
+The SDK is not imported until an SDK event has to be synthesized (``anthropic.types``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import AsyncIterable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from stopstream._adapter import (
+    JSON,
+    AsyncAdapterStream,
+    Emit,
+    ModelDriver,
+    OnStop,
+    SyncAdapterStream,
+    check_on_stop,
+    rebuild_model,
+)
+from stopstream._core import StopFilter
+
+if TYPE_CHECKING:
+    from stopstream._core import _Stops as Stops
+
+__all__ = ["AsyncMessagesStopStream", "MessagesStopStream", "awrap_messages", "wrap_messages"]
+
+_T = TypeVar("_T")
+
+# The fields of a ``message_delta`` event's usage.
+_DELTA_USAGE_FIELDS = (
+    "input_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+    "output_tokens",
+    "output_tokens_details",
+    "server_tool_use",
+)
+_MESSAGE_STOP: JSON = {"type": "message_stop"}
+
+
+class MessagesMachine:
+    """The Messages adapter over decoded events (dicts); see the module docstring."""
+
+    def __init__(self, stops: Stops, include_stop: bool = False, on_stop: OnStop = "close") -> None:
+        self._stops = StopFilter(stops, include_stop).stops  # validates the stops once
+        self._include_stop = include_stop
+        self._on_stop = check_on_stop(on_stop)
+        self._kinds: dict[Any, Any] = {}  # block index -> content block type
+        self._filters: dict[Any, StopFilter] = {}  # open text blocks
+        self._usage: JSON = {}  # the latest usage reported, merged
+        self._phase = "open"  # open | draining | closing | ended
+        self.stopped = False
+        self.stop_reason: str | None = None
+        self.stop_sequence: str | None = None
+        self.stop_index: int | None = None
+
+    @property
+    def stops(self) -> tuple[str, ...]:
+        return self._stops
+
+    @property
+    def closing(self) -> bool:
+        return self._phase == "closing"
+
+    @property
+    def draining(self) -> bool:
+        return self._phase == "draining"
+
+    @property
+    def finished(self) -> bool:
+        """The last event owed to the client was emitted: anything later is dropped."""
+        return self._phase == "ended"
+
+    def feed(self, event: JSON) -> list[Emit]:
+        phase = self._phase
+        if phase == "ended" or phase == "closing":
+            return []
+        kind = event.get("type")
+        if phase == "draining":
+            if kind == "ping":
+                return [(event, event)]
+            if kind == "message_delta":
+                self._track_usage(event.get("usage"))
+                self._phase = "ended"
+                return [(self._final_delta(event), event), (dict(_MESSAGE_STOP), None)]
+            return []
+        if kind == "content_block_delta":
+            return self._delta(event)
+        if kind == "content_block_start":
+            return self._block_start(event)
+        if kind == "content_block_stop":
+            f = self._filters.pop(event.get("index"), None)
+            tail = f.finish() if f is not None else ""
+            if tail:
+                return [(self._text_delta(event.get("index"), tail), None), (event, event)]
+            return [(event, event)]
+        if kind == "message_start":
+            message = event.get("message")
+            if isinstance(message, dict):
+                self._track_usage(message.get("usage"))
+            return [(event, event)]
+        if kind == "message_delta":
+            emits = self._flush()  # a text block left open: release its text first
+            self._track_usage(event.get("usage"))
+            delta = event.get("delta")
+            if isinstance(delta, dict):
+                reason, sequence = delta.get("stop_reason"), delta.get("stop_sequence")
+                if isinstance(reason, str):
+                    self.stop_reason = reason
+                if isinstance(sequence, str):  # a stop applied upstream
+                    self.stop_sequence = sequence
+                    if sequence in self._stops:
+                        self.stop_index = self._stops.index(sequence)
+            emits.append((event, event))
+            return emits
+        return [(event, event)]  # message_stop, ping, error, and anything new
+
+    def _filter(self, index: Any) -> StopFilter:
+        f = self._filters.get(index)
+        if f is None:
+            f = self._filters[index] = StopFilter(self._stops, self._include_stop)
+        return f
+
+    def _block_start(self, event: JSON) -> list[Emit]:
+        index, block = event.get("index"), event.get("content_block")
+        kind = block.get("type") if isinstance(block, dict) else None
+        self._kinds[index] = kind
+        if kind != "text" or not isinstance(block, dict):
+            return [(event, event)]
+        f = self._filter(index)
+        text = block.get("text")
+        if not isinstance(text, str) or not text:
+            return [(event, event)]
+        out = f.feed(text)
+        emitted = event if out == text else {**event, "content_block": {**block, "text": out}}
+        if f.stopped:
+            return [(emitted, event), *self._stop(index, f)]
+        return [(emitted, event)]
+
+    def _delta(self, event: JSON) -> list[Emit]:
+        index, delta = event.get("index"), event.get("delta")
+        if (
+            not isinstance(delta, dict)
+            or delta.get("type") != "text_delta"
+            or self._kinds.get(index, "text") != "text"
+        ):
+            return [(event, event)]
+        text = delta.get("text")
+        if not isinstance(text, str):
+            return [(event, event)]
+        f = self._filter(index)
+        out = f.feed(text)
+        emits: list[Emit] = []
+        if out:
+            emitted = event if out == text else {**event, "delta": {**delta, "text": out}}
+            emits.append((emitted, event))
+        if f.stopped:
+            emits.extend(self._stop(index, f))
+        return emits
+
+    def _stop(self, index: Any, f: StopFilter) -> list[Emit]:
+        self._filters.pop(index, None)
+        self.stopped = True
+        self.stop_reason = "stop_sequence"
+        self.stop_sequence = f.stop_sequence
+        self.stop_index = f.stop_index
+        self._phase = "closing" if self._on_stop == "close" else "draining"
+        return [({"type": "content_block_stop", "index": index}, None)]
+
+    @staticmethod
+    def _text_delta(index: Any, text: str) -> JSON:
+        return {
+            "type": "content_block_delta",
+            "index": index,
+            "delta": {"type": "text_delta", "text": text},
+        }
+
+    def _flush(self) -> list[Emit]:
+        emits: list[Emit] = []
+        for index, f in self._filters.items():
+            tail = f.finish()
+            if tail:
+                emits.append((self._text_delta(index, tail), None))
+        return emits
+
+    def _track_usage(self, usage: object) -> None:
+        if isinstance(usage, dict):
+            self._usage.update((k, v) for k, v in usage.items() if v is not None)
+
+    def _final_delta(self, upstream: JSON | None) -> JSON:
+        if upstream is not None:  # draining: keep the upstream's own usage and fields
+            delta = upstream.get("delta")
+            delta = dict(delta) if isinstance(delta, dict) else {}
+            if delta.get("stop_details") is not None:
+                delta["stop_details"] = None
+            delta["stop_reason"] = "stop_sequence"
+            delta["stop_sequence"] = self.stop_sequence
+            return {**upstream, "delta": delta}
+        usage = {k: self._usage[k] for k in _DELTA_USAGE_FIELDS if k in self._usage}
+        usage.setdefault("output_tokens", 0)
+        return {
+            "type": "message_delta",
+            "delta": {"stop_reason": "stop_sequence", "stop_sequence": self.stop_sequence},
+            "usage": usage,
+        }
+
+    def end(self) -> list[Emit]:
+        phase = self._phase
+        self._phase = "ended"
+        if phase == "closing" or phase == "draining":
+            return [(self._final_delta(None), None), (dict(_MESSAGE_STOP), None)]
+        if phase == "open":  # the upstream ended early: release what is held back
+            return self._flush()
+        return []
+
+
+_EVENT_CLASSES = {
+    "message_start": "RawMessageStartEvent",
+    "message_delta": "RawMessageDeltaEvent",
+    "message_stop": "RawMessageStopEvent",
+    "content_block_start": "RawContentBlockStartEvent",
+    "content_block_delta": "RawContentBlockDeltaEvent",
+    "content_block_stop": "RawContentBlockStopEvent",
+}
+
+
+def _rebuild(value: JSON, sample: object) -> object:
+    kind = value.get("type")
+    cls: type[Any] | None = None
+    if kind == getattr(sample, "type", None):
+        cls = type(sample)
+    elif isinstance(kind, str) and kind in _EVENT_CLASSES:
+        try:
+            cls = getattr(importlib.import_module("anthropic.types"), _EVENT_CLASSES[kind])
+        except (ImportError, AttributeError):
+            cls = None
+    if cls is None:
+        return value  # no SDK class for it: a dict of the event's wire shape
+    return rebuild_model(cls, value)
+
+
+class _MessagesResult:
+    """What the messages stream classes report, read from their machine."""
+
+    __slots__ = ()
+    _machine: MessagesMachine
+
+    @property
+    def stops(self) -> tuple[str, ...]:
+        return self._machine.stops
+
+    @property
+    def stopped(self) -> bool:
+        """A stop fired here."""
+        return self._machine.stopped
+
+    @property
+    def stop_reason(self) -> str | None:
+        """The message's ``stop_reason`` as sent to the client (``None`` until known)."""
+        return self._machine.stop_reason
+
+    @property
+    def stop_sequence(self) -> str | None:
+        """The stop that ended the message: fired here, or reported by the upstream."""
+        return self._machine.stop_sequence
+
+    @property
+    def stop_index(self) -> int | None:
+        """The position of ``stop_sequence`` in ``stops``, or ``None``."""
+        return self._machine.stop_index
+
+
+class MessagesStopStream(SyncAdapterStream[_T], _MessagesResult):
+    """Iterator over Messages stream events with stop sequences applied."""
+
+    __slots__ = ("_machine",)
+
+    def __init__(self, stream: Iterable[_T], machine: MessagesMachine) -> None:
+        self._machine = machine
+        super().__init__(stream, ModelDriver(machine, _rebuild))
+
+
+class AsyncMessagesStopStream(AsyncAdapterStream[_T], _MessagesResult):
+    """Async iterator over Messages stream events with stop sequences applied."""
+
+    __slots__ = ("_machine",)
+
+    def __init__(self, stream: AsyncIterable[_T], machine: MessagesMachine) -> None:
+        self._machine = machine
+        super().__init__(stream, ModelDriver(machine, _rebuild))
+
+
+def wrap_messages(
+    stream: Iterable[_T],
+    stops: Stops,
+    *,
+    include_stop: bool = False,
+    on_stop: OnStop = "close",
+) -> MessagesStopStream[_T]:
+    """Apply ``stops`` to a stream of Messages raw stream events (SDK objects or dicts).
+
+    Yields the same kind; see the module docstring for the rules. ``on_stop``: ``"close"``
+    (close the upstream as soon as the stop fires) or ``"drain"`` (read it to the end silently,
+    to report the real final usage).
+    """
+    return MessagesStopStream(stream, MessagesMachine(stops, include_stop, on_stop))
+
+
+def awrap_messages(
+    stream: AsyncIterable[_T],
+    stops: Stops,
+    *,
+    include_stop: bool = False,
+    on_stop: OnStop = "close",
+) -> AsyncMessagesStopStream[_T]:
+    """Async twin of ``wrap_messages`` (an ``AsyncStream`` from ``AsyncAnthropic``, say)."""
+    return AsyncMessagesStopStream(stream, MessagesMachine(stops, include_stop, on_stop))

@@ -1,0 +1,322 @@
+"""Stop sequences for OpenAI Chat Completions streams.
+
+``wrap_chat`` / ``awrap_chat`` wrap a stream of ``ChatCompletionChunk`` objects from the
+``openai`` SDK (or of plain dicts of the same shape) and yield the same kind, with the stop
+sequences applied to each choice's ``delta.content``::
+
+    stream = client.chat.completions.create(model=..., messages=..., stream=True)
+    with stopstream.openai.wrap_chat(stream, ["</answer>", "\\n\\nUser:"]) as chunks:
+        for chunk in chunks:
+            ...
+
+Rules:
+
+- One filter per choice ``index`` (``n > 1``). Only ``delta.content`` is scanned; ``tool_calls``,
+  ``refusal``, reasoning fields, ``logprobs`` and everything else pass through untouched.
+- The chunk in which a stop fires carries the content before the stop (through it with
+  ``include_stop=True``), ``finish_reason: "stop"`` and, as vLLM does, ``stop_reason`` on the
+  choice holding the stop sequence. Later deltas of that choice are dropped; a chunk left with
+  no choices is dropped unless it carries ``usage``.
+- Text held back because it may start a stop is released in the choice's next chunk, at the
+  latest in the chunk carrying the upstream's ``finish_reason`` (in a final chunk of its own if
+  the upstream ends without one). A chunk whose content was held back entirely is still
+  emitted, with ``content: ""``.
+- When every choice has stopped or finished (and at least one stop fired): with
+  ``on_stop="close"`` the upstream is closed at once (``close()`` on the SDK stream, which
+  releases the connection and cancels generation) and the stream ends, with a final usage chunk
+  (``choices: []``) only if the upstream already sent a ``usage``: the latest one. With
+  ``on_stop="drain"`` the upstream is read to its end silently and its last ``usage`` is
+  delivered in a final chunk, so token accounting stays exact.
+- ``n``: how many choices were requested. Without it, "every choice" means every choice seen so
+  far, which is right as soon as each choice has sent its first chunk (OpenAI and vLLM send a
+  role chunk per choice first).
+
+The SDK is not imported: SDK chunks are read with ``model_dump`` and changed chunks rebuilt with
+``ChatCompletionChunk.construct``, so ``choice.stop_reason`` is an extra field of the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from stopstream._adapter import (
+    JSON,
+    AsyncAdapterStream,
+    Emit,
+    ModelDriver,
+    OnStop,
+    SyncAdapterStream,
+    check_on_stop,
+    rebuild_model,
+)
+from stopstream._core import StopFilter
+
+if TYPE_CHECKING:
+    from stopstream._core import _Stops as Stops
+
+__all__ = ["AsyncChatStopStream", "ChatStopStream", "awrap_chat", "wrap_chat"]
+
+_T = TypeVar("_T")
+
+_OPEN, _STOPPED, _FINISHED = 0, 1, 2
+# Top-level fields copied from the latest upstream chunk into a synthesized one.
+_CHUNK_FIELDS = ("id", "object", "created", "model", "system_fingerprint", "service_tier")
+
+
+class ChatMachine:
+    """The Chat Completions adapter over decoded chunks (dicts); see the module docstring."""
+
+    def __init__(
+        self,
+        stops: Stops,
+        include_stop: bool = False,
+        on_stop: OnStop = "close",
+        n: int | None = None,
+    ) -> None:
+        self._stops = StopFilter(stops, include_stop).stops  # validates the stops once
+        self._include_stop = include_stop
+        self._on_stop = check_on_stop(on_stop)
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            raise ValueError(f"n must be a positive int or None, not {n!r}")
+        self._n = n
+        self._filters: dict[int, StopFilter] = {}
+        self._status: dict[int, int] = {}
+        self.stop_sequences: dict[int, str | None] = {}
+        self.stop_indices: dict[int, int | None] = {}
+        self.finish_reasons: dict[int, str | None] = {}
+        self._usage: Any = None  # the latest non-null usage seen
+        self._template: JSON | None = None  # the latest chunk with choices
+        self._drained: JSON | None = None  # the latest usage chunk read while draining
+        self._phase = "open"  # open | draining | closing | ended
+        self.stopped = False  # every choice stopped or finished, and a stop fired
+
+    @property
+    def stops(self) -> tuple[str, ...]:
+        return self._stops
+
+    @property
+    def closing(self) -> bool:
+        return self._phase == "closing"
+
+    @property
+    def draining(self) -> bool:
+        return self._phase == "draining"
+
+    @property
+    def finished(self) -> bool:
+        """The last event owed to the client was emitted: anything later is dropped."""
+        return self._phase == "ended"
+
+    def feed(self, chunk: JSON) -> list[Emit]:
+        phase = self._phase
+        if phase == "ended" or phase == "closing":
+            return []
+        usage = chunk.get("usage")
+        if usage is not None:
+            self._usage = usage
+        if phase == "draining":
+            if usage is not None:
+                self._drained = chunk
+            return []
+        choices = chunk.get("choices")
+        if not isinstance(choices, list):
+            return [(chunk, chunk)]  # not a chunk (an error object, say): pass it on
+        self._template = chunk
+        kept: list[Any] = []
+        changed = False
+        for position, choice in enumerate(choices):
+            out = self._choice(choice, position) if isinstance(choice, dict) else choice
+            if out is not choice:
+                changed = True
+            if out is not None:
+                kept.append(out)
+        emitted: JSON | None = chunk
+        if changed:
+            # A chunk whose choices were all dropped goes too, unless it carries usage.
+            dropped = bool(choices) and not kept and usage is None
+            emitted = None if dropped else {**chunk, "choices": kept}
+        if self._every_choice_done():
+            self.stopped = True
+            self._phase = "closing" if self._on_stop == "close" else "draining"
+        return [] if emitted is None else [(emitted, chunk)]
+
+    def _choice(self, choice: JSON, position: int) -> JSON | None:
+        index = choice.get("index")
+        if not isinstance(index, int):
+            index = position
+        status = self._status.get(index)
+        if status is None:
+            status = self._status[index] = _OPEN
+            self._filters[index] = StopFilter(self._stops, self._include_stop)
+            self.stop_sequences[index] = None
+            self.stop_indices[index] = None
+            self.finish_reasons[index] = None
+        if status == _STOPPED:
+            return None
+        if status == _FINISHED:
+            return choice
+        f = self._filters[index]
+        delta = choice.get("delta")
+        content = delta.get("content") if isinstance(delta, dict) else None
+        out = f.feed(content) if isinstance(content, str) else None
+        if f.stopped:
+            self._status[index] = _STOPPED
+            self.stop_sequences[index] = f.stop_sequence
+            self.stop_indices[index] = f.stop_index
+            self.finish_reasons[index] = "stop"
+            return {
+                **choice,
+                "delta": {**(delta if isinstance(delta, dict) else {}), "content": out},
+                "finish_reason": "stop",
+                "stop_reason": f.stop_sequence,
+            }
+        finish = choice.get("finish_reason")
+        if finish is not None:
+            self._status[index] = _FINISHED
+            self.finish_reasons[index] = finish if isinstance(finish, str) else str(finish)
+            upstream_stop = choice.get("stop_reason")
+            if isinstance(upstream_stop, str):  # a stop applied upstream (vLLM reports it)
+                self.stop_sequences[index] = upstream_stop
+                if upstream_stop in self._stops:
+                    self.stop_indices[index] = self._stops.index(upstream_stop)
+            tail = f.finish()
+            if tail:
+                out = tail if out is None else out + tail
+        if out is None or out == content:
+            return choice
+        return {**choice, "delta": {**(delta if isinstance(delta, dict) else {}), "content": out}}
+
+    def _every_choice_done(self) -> bool:
+        status = self._status.values()
+        if _STOPPED not in status or _OPEN in status:
+            return False
+        return self._n is None or len(self._status) >= self._n
+
+    def _synthesized(self, choices: list[JSON], usage: Any) -> JSON:
+        template = self._template or {}
+        chunk: JSON = {key: template[key] for key in _CHUNK_FIELDS if key in template}
+        chunk["choices"] = choices
+        if usage is not None or "usage" in template:
+            chunk["usage"] = usage
+        return chunk
+
+    def end(self) -> list[Emit]:
+        phase = self._phase
+        if phase == "ended":
+            return []
+        self._phase = "ended"
+        if phase == "open":
+            # The upstream ended: release what every open choice still holds back.
+            flushed: list[JSON] = []
+            for index, status in self._status.items():
+                if status != _OPEN:
+                    continue
+                tail = self._filters[index].finish()
+                if tail:
+                    flushed.append(
+                        {"index": index, "delta": {"content": tail}, "finish_reason": None}
+                    )
+            return [(self._synthesized(flushed, None), None)] if flushed else []
+        if phase == "draining" and self._drained is not None:
+            drained = self._drained
+            if drained.get("choices"):
+                drained = {**drained, "choices": []}
+            return [(drained, None)]
+        if self._usage is not None:
+            return [(self._synthesized([], self._usage), None)]
+        return []
+
+
+def _rebuild(value: JSON, sample: object) -> object:
+    return rebuild_model(type(sample), value)
+
+
+class _ChatResult:
+    """What the chat stream classes report, read from their machine."""
+
+    __slots__ = ()
+    _machine: ChatMachine
+
+    @property
+    def stops(self) -> tuple[str, ...]:
+        return self._machine.stops
+
+    @property
+    def stop_sequences(self) -> dict[int, str | None]:
+        """Per choice index seen: the stop sequence that ended it, or ``None``.
+
+        A stop fired here, or one the upstream applied and named in the choice's
+        ``stop_reason`` (as vLLM does). ``None`` for a choice still open or finished otherwise.
+        """
+        return dict(self._machine.stop_sequences)
+
+    @property
+    def stop_indices(self) -> dict[int, int | None]:
+        """Per choice index seen: the position of its stop sequence in ``stops``, or ``None``."""
+        return dict(self._machine.stop_indices)
+
+    @property
+    def finish_reasons(self) -> dict[int, str | None]:
+        """Per choice index seen: the ``finish_reason`` sent to the client so far."""
+        return dict(self._machine.finish_reasons)
+
+    @property
+    def stop_sequence(self) -> str | None:
+        """``stop_sequences`` of choice 0 (the only choice unless ``n > 1``)."""
+        return self._machine.stop_sequences.get(0)
+
+    @property
+    def stopped(self) -> bool:
+        """Every choice has stopped or finished, and at least one stop fired here."""
+        return self._machine.stopped
+
+
+class ChatStopStream(SyncAdapterStream[_T], _ChatResult):
+    """Iterator over chat completion chunks with stop sequences applied (see ``wrap_chat``)."""
+
+    __slots__ = ("_machine",)
+
+    def __init__(self, stream: Iterable[_T], machine: ChatMachine) -> None:
+        self._machine = machine
+        super().__init__(stream, ModelDriver(machine, _rebuild))
+
+
+class AsyncChatStopStream(AsyncAdapterStream[_T], _ChatResult):
+    """Async iterator over chat completion chunks with stop sequences applied."""
+
+    __slots__ = ("_machine",)
+
+    def __init__(self, stream: AsyncIterable[_T], machine: ChatMachine) -> None:
+        self._machine = machine
+        super().__init__(stream, ModelDriver(machine, _rebuild))
+
+
+def wrap_chat(
+    stream: Iterable[_T],
+    stops: Stops,
+    *,
+    include_stop: bool = False,
+    on_stop: OnStop = "close",
+    n: int | None = None,
+) -> ChatStopStream[_T]:
+    """Apply ``stops`` to a stream of ``ChatCompletionChunk`` objects or dicts.
+
+    Yields the same kind. See the module docstring for the rules; ``stop_sequences`` on the
+    result tells which stop ended each choice. ``on_stop``: ``"close"`` (close the upstream as
+    soon as every choice has stopped) or ``"drain"`` (read it to the end silently, to deliver
+    the final usage chunk). ``n``: the number of choices requested, if more than one.
+    """
+    return ChatStopStream(stream, ChatMachine(stops, include_stop, on_stop, n))
+
+
+def awrap_chat(
+    stream: AsyncIterable[_T],
+    stops: Stops,
+    *,
+    include_stop: bool = False,
+    on_stop: OnStop = "close",
+    n: int | None = None,
+) -> AsyncChatStopStream[_T]:
+    """Async twin of ``wrap_chat`` (an ``AsyncStream`` from ``AsyncOpenAI``, say)."""
+    return AsyncChatStopStream(stream, ChatMachine(stops, include_stop, on_stop, n))

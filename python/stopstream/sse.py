@@ -1,0 +1,356 @@
+"""Stop sequences for raw Server-Sent Events bodies of the OpenAI and Anthropic streaming APIs.
+
+For a gateway that forwards the upstream's HTTP body: bytes in (split anywhere), bytes out::
+
+    async def body():
+        async with stopstream.sse.awrap_openai(upstream.aiter_bytes(), stops) as stream:
+            async for piece in stream:
+                yield piece
+
+``wrap_openai`` / ``awrap_openai`` apply ``stopstream.openai``'s rules to a Chat Completions
+body, ``wrap_anthropic`` / ``awrap_anthropic`` ``stopstream.anthropic``'s rules to a Messages
+body. Parsing follows the SSE standard: events end at a blank line and may be split anywhere
+across chunks; lines end in ``\\r\\n``, ``\\n`` or ``\\r``; comment lines (``: ...``) and
+``id:`` / ``retry:`` / unknown fields are kept; several ``data:`` lines are one value joined
+with ``\\n``; a leading byte order mark is ignored.
+
+What comes out:
+
+- An event the adapter passes through unchanged is forwarded byte for byte. So are comment-only
+  blocks (keep-alives), ``data: [DONE]``, and events whose data is not a JSON object.
+- An event the adapter changes is re-serialized in place: its ``event:``, ``id:``, comment and
+  other lines stay as they were, its ``data:`` lines become one ``data:`` line holding compact
+  JSON (UTF-8, non-ASCII kept as is), with the body's own line ending.
+- Events the adapter adds (Anthropic's ``content_block_stop`` / ``message_delta`` /
+  ``message_stop`` after a stop, OpenAI's final chunks) are written as ``event: TYPE`` +
+  ``data:`` (Anthropic) or ``data:`` (OpenAI).
+- When every stream has stopped with ``on_stop="close"``, the upstream is closed, the events
+  still owed are written (for OpenAI followed by ``data: [DONE]``), and the body ends. With
+  ``on_stop="drain"``, the rest of the upstream body is read and dropped, except comment blocks
+  (keep-alives) and Anthropic ``ping`` events; the upstream's ``data: [DONE]`` is kept.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from stopstream._adapter import (
+    JSON,
+    AsyncAdapterStream,
+    Emit,
+    OnStop,
+    SyncAdapterStream,
+)
+from stopstream.anthropic import MessagesMachine, _MessagesResult
+from stopstream.openai import ChatMachine, _ChatResult
+
+if TYPE_CHECKING:
+    from stopstream._core import _Stops as Stops
+
+__all__ = [
+    "AnthropicSSEStream",
+    "AsyncAnthropicSSEStream",
+    "AsyncOpenAISSEStream",
+    "OpenAISSEStream",
+    "awrap_anthropic",
+    "awrap_openai",
+    "wrap_anthropic",
+    "wrap_openai",
+]
+
+BytesLike = bytes | bytearray | memoryview
+
+_EOL = re.compile(rb"\r\n|\r|\n")
+_BOM = b"\xef\xbb\xbf"
+
+
+class Event:
+    """One SSE block as received: its raw lines and where its ``data:`` lines are."""
+
+    __slots__ = ("data_at", "lines", "values")
+
+    def __init__(self, lines: list[bytes], data_at: list[int], values: list[bytes]) -> None:
+        self.lines = lines  # each with its line ending; the last one is the blank line
+        self.data_at = data_at  # positions of the data lines in ``lines``
+        self.values = values  # the data lines' values
+
+    @property
+    def raw(self) -> bytes:
+        return b"".join(self.lines)
+
+    @property
+    def data(self) -> bytes | None:
+        """The event's data (``None`` without a ``data`` field): lines joined with ``\\n``."""
+        return b"\n".join(self.values) if self.data_at else None
+
+    def with_data(self, data: bytes) -> bytes:
+        """The event with its data lines replaced by one ``data:`` line."""
+        first = self.data_at[0]
+        skip = set(self.data_at[1:])
+        out = bytearray()
+        for position, line in enumerate(self.lines):
+            if position == first:
+                out += b"data: " + data + _line_ending(line)
+            elif position not in skip:
+                out += line
+        return bytes(out)
+
+
+def _line_ending(line: bytes) -> bytes:
+    if line.endswith(b"\r\n"):
+        return b"\r\n"
+    return line[-1:]
+
+
+class SSEParser:
+    """Incremental SSE block parser over bytes split anywhere."""
+
+    __slots__ = ("_buffer", "_data_at", "_lines", "_scan", "_started", "_values", "eol")
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._scan = 0  # where to look for the next line ending
+        self._lines: list[bytes] = []
+        self._data_at: list[int] = []
+        self._values: list[bytes] = []
+        self._started = False
+        self.eol: bytes = b""  # the body's line ending, once one was seen
+
+    def feed(self, data: BytesLike) -> list[Event]:
+        buffer = self._buffer
+        buffer += data
+        events: list[Event] = []
+        start = 0
+        for m in _EOL.finditer(buffer, self._scan):
+            if m.end() == len(buffer) and buffer[m.start()] == 0x0D and m.end() - m.start() == 1:
+                break  # a trailing "\r" may be the first half of "\r\n"
+            self._line(bytes(buffer[start : m.end()]), m.end() - m.start(), events)
+            start = m.end()
+        del buffer[:start]
+        self._scan = max(len(buffer) - 1, 0)
+        return events
+
+    def finish(self) -> list[Event]:
+        """End of the body: a last block without its blank line is completed and returned."""
+        events: list[Event] = []
+        buffer = bytes(self._buffer)
+        self._buffer.clear()
+        self._scan = 0
+        if buffer:
+            if buffer.endswith(b"\r"):
+                self._line(buffer, 1, events)
+            else:
+                self._line(buffer + (self.eol or b"\n"), len(self.eol or b"\n"), events)
+        if self._lines:
+            self._line(self.eol or b"\n", len(self.eol or b"\n"), events)
+        return events
+
+    def _line(self, raw: bytes, ending: int, events: list[Event]) -> None:
+        content = raw[: len(raw) - ending]
+        if not self.eol:
+            self.eol = raw[len(raw) - ending :]
+        if not self._started:
+            self._started = True
+            if content.startswith(_BOM):
+                content = content[len(_BOM) :]
+        if not content:
+            self._lines.append(raw)
+            events.append(Event(self._lines, self._data_at, self._values))
+            self._lines, self._data_at, self._values = [], [], []
+            return
+        if content[:1] != b":":
+            name, colon, value = content.partition(b":")
+            if name == b"data":
+                if colon and value[:1] == b" ":
+                    value = value[1:]
+                self._data_at.append(len(self._lines))
+                self._values.append(value)
+        self._lines.append(raw)
+
+
+def _dumps(value: object) -> bytes:
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: keep them as JSON escapes
+        return json.dumps(value, separators=(",", ":")).encode("ascii")
+
+
+class SSEDriver:
+    """Parses SSE bytes, runs the adapter machine on the JSON events, writes SSE bytes."""
+
+    __slots__ = ("_done", "_ended", "_machine", "_openai", "_parser")
+
+    def __init__(self, machine: ChatMachine | MessagesMachine) -> None:
+        self._machine = machine
+        self._openai = isinstance(machine, ChatMachine)
+        self._parser = SSEParser()
+        self._ended = False  # nothing more is written
+        self._done = False  # "data: [DONE]" written
+
+    @property
+    def closing(self) -> bool:
+        return self._machine.closing
+
+    def push(self, item: Any) -> list[bytes]:
+        if isinstance(item, str):
+            item = item.encode("utf-8")
+        elif not isinstance(item, (bytes, bytearray, memoryview)):
+            raise TypeError(f"SSE body chunks must be bytes, not {type(item).__name__}")
+        out = bytearray()
+        for event in self._parser.feed(item):
+            self._event(event, out)
+        return [bytes(out)] if out else []
+
+    def end(self) -> list[bytes]:
+        out = bytearray()
+        if not self._machine.closing:  # the upstream ended by itself
+            for event in self._parser.finish():
+                self._event(event, out)
+        if not self._ended:
+            self._ended = True
+            self._write(self._machine.end(), None, None, out)
+            if self._openai and self._machine.stopped and not self._done:
+                out += b"data: [DONE]" + self._eol * 2
+        return [bytes(out)] if out else []
+
+    @property
+    def _eol(self) -> bytes:
+        return self._parser.eol or b"\n"
+
+    def _event(self, event: Event, out: bytearray) -> None:
+        machine = self._machine
+        if self._ended or machine.closing or machine.finished:
+            return
+        data = event.data
+        if data is None:  # comments (keep-alives), id / retry only, stray blank lines
+            out += event.raw
+            return
+        try:
+            text: str | None = data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        if self._openai and text is not None and text.strip() == "[DONE]":
+            self._ended = self._done = True
+            self._write(machine.end(), None, None, out)
+            out += event.raw
+            return
+        try:
+            obj = json.loads(text) if text is not None else None
+        except ValueError:
+            obj = None
+        if not isinstance(obj, dict):
+            if not machine.stopped:
+                out += event.raw
+            return
+        self._write(machine.feed(obj), obj, event, out)
+
+    def _write(
+        self, emits: list[Emit], obj: JSON | None, event: Event | None, out: bytearray
+    ) -> None:
+        eol = self._eol
+        for value, origin in emits:
+            if event is not None and origin is obj:
+                out += event.raw if value is obj else event.with_data(_dumps(value))
+            elif self._openai:
+                out += b"data: " + _dumps(value) + eol + eol
+            else:
+                kind = value.get("type")
+                if isinstance(kind, str):
+                    out += b"event: " + kind.encode("utf-8") + eol
+                out += b"data: " + _dumps(value) + eol + eol
+
+
+class OpenAISSEStream(SyncAdapterStream[bytes], _ChatResult):
+    """Iterator over a Chat Completions SSE body with stop sequences applied."""
+
+    __slots__ = ("_machine",)
+
+    def __init__(self, body: Iterable[Any], machine: ChatMachine) -> None:
+        self._machine = machine
+        super().__init__(body, SSEDriver(machine))
+
+
+class AsyncOpenAISSEStream(AsyncAdapterStream[bytes], _ChatResult):
+    """Async iterator over a Chat Completions SSE body with stop sequences applied."""
+
+    __slots__ = ("_machine",)
+
+    def __init__(self, body: AsyncIterable[Any], machine: ChatMachine) -> None:
+        self._machine = machine
+        super().__init__(body, SSEDriver(machine))
+
+
+class AnthropicSSEStream(SyncAdapterStream[bytes], _MessagesResult):
+    """Iterator over a Messages SSE body with stop sequences applied."""
+
+    __slots__ = ("_machine",)
+
+    def __init__(self, body: Iterable[Any], machine: MessagesMachine) -> None:
+        self._machine = machine
+        super().__init__(body, SSEDriver(machine))
+
+
+class AsyncAnthropicSSEStream(AsyncAdapterStream[bytes], _MessagesResult):
+    """Async iterator over a Messages SSE body with stop sequences applied."""
+
+    __slots__ = ("_machine",)
+
+    def __init__(self, body: AsyncIterable[Any], machine: MessagesMachine) -> None:
+        self._machine = machine
+        super().__init__(body, SSEDriver(machine))
+
+
+def wrap_openai(
+    body: Iterable[BytesLike],
+    stops: Stops,
+    *,
+    include_stop: bool = False,
+    on_stop: OnStop = "close",
+    n: int | None = None,
+) -> OpenAISSEStream:
+    """Apply ``stops`` to a Chat Completions SSE body (an iterable of bytes); yields bytes.
+
+    The result reports ``stop_sequences`` per choice like ``stopstream.openai.wrap_chat``.
+    """
+    return OpenAISSEStream(body, ChatMachine(stops, include_stop, on_stop, n))
+
+
+def awrap_openai(
+    body: AsyncIterable[BytesLike],
+    stops: Stops,
+    *,
+    include_stop: bool = False,
+    on_stop: OnStop = "close",
+    n: int | None = None,
+) -> AsyncOpenAISSEStream:
+    """Async twin of ``wrap_openai`` (``httpx.Response.aiter_bytes()``, say)."""
+    return AsyncOpenAISSEStream(body, ChatMachine(stops, include_stop, on_stop, n))
+
+
+def wrap_anthropic(
+    body: Iterable[BytesLike],
+    stops: Stops,
+    *,
+    include_stop: bool = False,
+    on_stop: OnStop = "close",
+) -> AnthropicSSEStream:
+    """Apply ``stops`` to a Messages SSE body (an iterable of bytes); yields bytes.
+
+    The result reports ``stop_sequence`` like ``stopstream.anthropic.wrap_messages``.
+    """
+    return AnthropicSSEStream(body, MessagesMachine(stops, include_stop, on_stop))
+
+
+def awrap_anthropic(
+    body: AsyncIterable[BytesLike],
+    stops: Stops,
+    *,
+    include_stop: bool = False,
+    on_stop: OnStop = "close",
+) -> AsyncAnthropicSSEStream:
+    """Async twin of ``wrap_anthropic``."""
+    return AsyncAnthropicSSEStream(body, MessagesMachine(stops, include_stop, on_stop))
