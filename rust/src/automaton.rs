@@ -26,20 +26,34 @@
 //! # Representation
 //!
 //! Bytes are first mapped to classes: every byte that occurs in some stop gets its own class and
-//! all other bytes share class 0 (from any state they lead back to the root). When
-//! `states × classes` fits the budget, transitions are a dense table of `u32` with premultiplied
-//! state ids. Past the budget (tens of thousands of long stops over a wide alphabet), the trie is
-//! kept sparse and stepped through failure links, with a dense row for the root where nearly all
-//! of the time is spent; that keeps memory linear in the total length of the stops.
+//! all other bytes share class 0 (from any state they lead back to the root).
+//!
+//! States are numbered breadth-first, so shallow states come first. The shallow ones, where a
+//! scan spends nearly all its time, get full rows in a dense table of `u32` transitions with
+//! premultiplied ids (one load per byte), as many as fit a budget sized to stay in the L2 cache.
+//! Deeper states, typically the single-child tails of long stops, are stored sparsely: their
+//! trie edges in one flat array plus a failure link, which ends in a dense row. Per-chunk cost
+//! thus stays nearly flat from one stop to tens of thousands, and memory stays linear in the
+//! total length of the stops.
+//!
+//! Every transition carries two flags: [`MATCH_BIT`] (the target completes a stop) and
+//! [`SPARSE`] (the target is a sparse state, whose id is then an index into the sparse arrays).
 
 use std::fmt;
 
 /// Set on a transition whose target state completes a stop.
 const MATCH_BIT: u32 = 1 << 31;
+/// Set on the id of a sparse (deep) state; the low bits are its sparse index.
+const SPARSE: u32 = 1 << 30;
+/// The id bits.
+const ID_MASK: u32 = SPARSE - 1;
 /// Marks "no stop ends here" in [`Automaton::out`].
 const NONE: u32 = u32::MAX;
-/// Largest dense table, in entries (4 bytes each): 32 MiB.
-const DENSE_BUDGET: usize = 8 << 20;
+/// Largest dense table, in entries (4 bytes each): 256 KiB, which stays in a typical L2 cache
+/// next to the rest of the working set.
+const DENSE_BUDGET: usize = 64 << 10;
+/// Inputs at least this long skip ahead with `memchr` while at the root.
+const SKIP_MIN_LEN: usize = 64;
 
 /// A stop that completed: which one, and how long it is in bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,26 +81,35 @@ pub struct Automaton {
     patterns: Vec<Box<[u8]>>,
     /// Byte → class.
     classes: [u8; 256],
-    /// Per state index: length of the state's string.
+    /// Dense rows: `table[sid + class]` for a dense state id `sid` (premultiplied by
+    /// `1 << shift`).
+    table: Vec<u32>,
+    shift: u32,
+    /// Number of dense states; sparse index `k` is state number `dense + k`.
+    dense: usize,
+    /// Sparse states: edges of sparse index `k` are `edge_start[k]..edge_start[k + 1]`, sorted
+    /// by byte.
+    edge_start: Vec<u32>,
+    edge_byte: Vec<u8>,
+    /// Encoded target ids (with flags).
+    edge_target: Vec<u32>,
+    /// Encoded failure target of each sparse state.
+    fail: Vec<u32>,
+    /// Per state number: length of the state's string.
     depth: Vec<u32>,
-    /// Per state index: a stop of which the state's string is a prefix.
+    /// Per state number: a stop of which the state's string is a prefix.
     prefix_of: Vec<u32>,
-    /// Per state index: the longest stop that is a suffix of the state's string (first listed
+    /// Per state number: the longest stop that is a suffix of the state's string (first listed
     /// among equal strings), or `NONE`.
     out: Vec<u32>,
     /// Longest stop in bytes.
     max_len: usize,
     /// Bytes that leave the root; used to skip ahead in long inputs.
     first_bytes: Vec<u8>,
-    repr: Repr,
-}
-
-enum Repr {
-    /// `table[sid + class]`, `sid` premultiplied by the stride `1 << shift` (a power of two, so
-    /// the state index is a shift away, not a division); high bit = target completes a stop.
-    Dense { table: Vec<u32>, shift: u32 },
-    /// Trie edges sorted by byte, failure links, and a dense root row.
-    Sparse { edges: Vec<Vec<(u8, u32)>>, fail: Vec<u32>, root: Box<[u32; 256]> },
+    /// Per byte: whether it leaves the root. While at the root, the scan only tests this, with
+    /// no dependency from one byte to the next (unlike the table walk), so the processor runs
+    /// many bytes at once: most chunks never leave the root.
+    leaves_root: [bool; 256],
 }
 
 impl fmt::Debug for Automaton {
@@ -94,31 +117,32 @@ impl fmt::Debug for Automaton {
         f.debug_struct("Automaton")
             .field("patterns", &self.patterns.len())
             .field("states", &self.depth.len())
-            .field("dense", &matches!(self.repr, Repr::Dense { .. }))
+            .field("dense", &self.dense)
             .finish_non_exhaustive()
     }
 }
 
-impl Automaton {
-    /// Builds the automaton. Every pattern must be non-empty (checked by the caller, which knows
-    /// how to name the offending position).
-    pub(crate) fn new(patterns: Vec<Box<[u8]>>) -> Automaton {
-        Self::with_budget(patterns, DENSE_BUDGET)
-    }
+/// The trie with failure links, before it is laid out.
+struct Trie {
+    edges: Vec<Vec<(u8, u32)>>,
+    fail: Vec<u32>,
+    depth: Vec<u32>,
+    prefix_of: Vec<u32>,
+    out: Vec<u32>,
+    /// States in breadth-first order.
+    order: Vec<u32>,
+}
 
-    fn with_budget(patterns: Vec<Box<[u8]>>, dense_budget: usize) -> Automaton {
-        debug_assert!(patterns.iter().all(|p| !p.is_empty()));
-        // Trie.
+impl Trie {
+    fn new(patterns: &[Box<[u8]>]) -> Trie {
         let mut edges: Vec<Vec<(u8, u32)>> = vec![Vec::new()];
         let mut depth: Vec<u32> = vec![0];
         let mut prefix_of: Vec<u32> = vec![NONE];
         let mut out: Vec<u32> = vec![NONE];
-        let mut used = [false; 256];
         for (pid, pat) in patterns.iter().enumerate() {
             let pid = to_u32(pid);
             let mut s = 0usize;
             for &b in &**pat {
-                used[b as usize] = true;
                 s = match edges[s].binary_search_by_key(&b, |&(k, _)| k) {
                     Ok(i) => edges[s][i].1 as usize,
                     Err(i) => {
@@ -166,58 +190,100 @@ impl Automaton {
                 order.push(t);
             }
         }
+        Trie { edges, fail, depth, prefix_of, out, order }
+    }
+}
+
+impl Automaton {
+    /// Builds the automaton. Every pattern must be non-empty (checked by the caller, which knows
+    /// how to name the offending position).
+    pub(crate) fn new(patterns: Vec<Box<[u8]>>) -> Automaton {
+        Self::with_budget(patterns, DENSE_BUDGET)
+    }
+
+    /// Builds with at most `dense_budget` dense table entries (at least the root's row).
+    pub(crate) fn with_budget(patterns: Vec<Box<[u8]>>, dense_budget: usize) -> Automaton {
+        debug_assert!(patterns.iter().all(|p| !p.is_empty()));
+        let trie = Trie::new(&patterns);
+        let n = trie.edges.len();
 
         let mut classes = [0u8; 256];
         let mut nclasses = 1usize;
-        for (b, &u) in used.iter().enumerate() {
-            if u {
-                classes[b] = nclasses as u8;
-                nclasses += 1;
+        for pat in &patterns {
+            for &b in &**pat {
+                if classes[b as usize] == 0 {
+                    classes[b as usize] = nclasses as u8;
+                    nclasses += 1;
+                }
             }
         }
-        let first_bytes: Vec<u8> = edges[0].iter().map(|&(b, _)| b).collect();
-        let max_len = patterns.iter().map(|p| p.len()).max().unwrap_or(0);
-
+        // A power-of-two stride makes a dense id's state number a shift away.
         let stride = nclasses.next_power_of_two();
-        let repr = if n.saturating_mul(stride) <= dense_budget {
-            Self::dense(&edges, &fail, &order, &out, &classes, stride)
-        } else {
-            let mut root = Box::new([0u32; 256]);
-            for &(b, t) in &edges[0] {
-                root[b as usize] = t;
-            }
-            Repr::Sparse { edges, fail, root }
-        };
-        Automaton { patterns, classes, depth, prefix_of, out, max_len, first_bytes, repr }
-    }
+        let shift = stride.trailing_zeros();
+        let dense = (dense_budget / stride).clamp(1, n);
 
-    /// Full DFA: `delta(s, c) = trie edge if any, else delta(fail(s), c)`, filled in BFS order
-    /// so the failure state's row is complete when it is copied from.
-    fn dense(
-        edges: &[Vec<(u8, u32)>],
-        fail: &[u32],
-        order: &[u32],
-        out: &[u32],
-        classes: &[u8; 256],
-        stride: usize,
-    ) -> Repr {
-        let n = edges.len();
-        let mut table = vec![0u32; n * stride];
-        for &s in order {
-            let s = s as usize;
-            if s != 0 {
-                let f = fail[s] as usize;
-                table.copy_within(f * stride..(f + 1) * stride, s * stride);
+        // Renumber breadth-first: number `i` is the i-th state in BFS order.
+        let mut number = vec![0u32; n];
+        for (i, &old) in trie.order.iter().enumerate() {
+            number[old as usize] = to_u32(i);
+        }
+        let encode = |old: u32| -> u32 {
+            let i = number[old as usize] as usize;
+            let id = if i < dense { to_u32(i << shift) } else { SPARSE | to_u32(i - dense) };
+            id | if trie.out[old as usize] == NONE { 0 } else { MATCH_BIT }
+        };
+        let permute =
+            |v: &[u32]| -> Vec<u32> { trie.order.iter().map(|&o| v[o as usize]).collect() };
+
+        // Dense rows, in BFS order so a failure state's row is complete when it is copied.
+        let mut table = vec![0u32; dense * stride];
+        for (i, &old) in trie.order.iter().take(dense).enumerate() {
+            if i != 0 {
+                let f = number[trie.fail[old as usize] as usize] as usize;
+                table.copy_within(f * stride..(f + 1) * stride, i * stride);
             }
-            for &(b, t) in &edges[s] {
-                table[s * stride + classes[b as usize] as usize] = t;
+            for &(b, t) in &trie.edges[old as usize] {
+                table[i * stride + classes[b as usize] as usize] = encode(t);
             }
         }
-        for entry in &mut table {
-            let t = *entry as usize;
-            *entry = to_u32(t * stride) | if out[t] == NONE { 0 } else { MATCH_BIT };
+        // Sparse states.
+        let mut edge_start = Vec::with_capacity(n - dense + 1);
+        let mut edge_byte = Vec::new();
+        let mut edge_target = Vec::new();
+        let mut fail = Vec::with_capacity(n - dense);
+        for &old in &trie.order[dense..] {
+            edge_start.push(to_u32(edge_byte.len()));
+            for &(b, t) in &trie.edges[old as usize] {
+                edge_byte.push(b);
+                edge_target.push(encode(t));
+            }
+            fail.push(encode(trie.fail[old as usize]) & !MATCH_BIT);
         }
-        Repr::Dense { table, shift: stride.trailing_zeros() }
+        edge_start.push(to_u32(edge_byte.len()));
+
+        let first_bytes: Vec<u8> = trie.edges[0].iter().map(|&(b, _)| b).collect();
+        let mut leaves_root = [false; 256];
+        for &b in &first_bytes {
+            leaves_root[b as usize] = true;
+        }
+        let max_len = patterns.iter().map(|p| p.len()).max().unwrap_or(0);
+        Automaton {
+            depth: permute(&trie.depth),
+            prefix_of: permute(&trie.prefix_of),
+            out: permute(&trie.out),
+            patterns,
+            classes,
+            table,
+            shift,
+            dense,
+            edge_start,
+            edge_byte,
+            edge_target,
+            fail,
+            max_len,
+            first_bytes,
+            leaves_root,
+        }
     }
 
     /// The root state, where every stream starts.
@@ -241,32 +307,31 @@ impl Automaton {
     /// Approximate heap bytes held by the automaton.
     pub fn heap_bytes(&self) -> usize {
         let pats: usize = self.patterns.iter().map(|p| p.len() + 16).sum();
-        let per_state = self.depth.len() * 12;
-        let repr = match &self.repr {
-            Repr::Dense { table, .. } => table.len() * 4,
-            Repr::Sparse { edges, fail, .. } => {
-                edges.iter().map(|e| e.len() * 8 + 24).sum::<usize>() + fail.len() * 4 + 1024
-            }
-        };
-        pats + per_state + repr
+        pats + self.depth.len() * 12
+            + self.table.len() * 4
+            + self.edge_start.len() * 4
+            + self.edge_byte.len() * 5
+            + self.fail.len() * 4
     }
 
-    fn index(&self, sid: u32) -> usize {
-        match &self.repr {
-            Repr::Dense { shift, .. } => (sid >> shift) as usize,
-            Repr::Sparse { .. } => sid as usize,
+    /// The state number of an id.
+    fn number(&self, sid: u32) -> usize {
+        if sid & SPARSE == 0 {
+            (sid >> self.shift) as usize
+        } else {
+            self.dense + (sid & ID_MASK) as usize
         }
     }
 
     /// Length of the state's string: how many trailing bytes of the text could still be the
     /// start of a stop.
     pub fn depth(&self, sid: u32) -> usize {
-        self.depth[self.index(sid)] as usize
+        self.depth[self.number(sid)] as usize
     }
 
     /// The state's string: the trailing bytes of the text that could still start a stop.
     pub fn held(&self, sid: u32) -> &[u8] {
-        let i = self.index(sid);
+        let i = self.number(sid);
         let d = self.depth[i] as usize;
         if d == 0 {
             return &[];
@@ -277,37 +342,63 @@ impl Automaton {
     /// Scans `bytes` from state `sid`, stopping at the first (earliest-ending) stop.
     #[inline]
     pub fn scan(&self, sid: u32, bytes: &[u8]) -> Step {
-        match &self.repr {
-            Repr::Dense { table, .. } => {
-                if bytes.len() >= 64 && self.first_bytes.len() <= 3 {
-                    return self.scan_dense_skipping(table, sid, bytes);
+        if bytes.len() >= SKIP_MIN_LEN && self.first_bytes.len() <= 3 {
+            return self.scan_skipping(sid, bytes);
+        }
+        let mut s = sid;
+        let mut i = 0;
+        let n = bytes.len();
+        loop {
+            if s == Self::START {
+                while i < n && !self.leaves_root[bytes[i] as usize] {
+                    i += 1;
                 }
-                let mut s = sid;
-                for (i, &b) in bytes.iter().enumerate() {
-                    let next = table[s as usize + self.classes[b as usize] as usize];
-                    if next & MATCH_BIT != 0 {
-                        return Step::Stop(self.hit(next & !MATCH_BIT, i + 1));
-                    }
-                    s = next;
-                }
-                Step::Continue(s)
             }
-            Repr::Sparse { edges, fail, root } => {
-                let mut s = sid;
-                for (i, &b) in bytes.iter().enumerate() {
-                    s = Self::sparse_next(edges, fail, root, s, b);
-                    if self.out[s as usize] != NONE {
-                        return Step::Stop(self.hit(s, i + 1));
-                    }
-                }
-                Step::Continue(s)
+            if i == n {
+                return Step::Continue(s);
             }
+            let b = bytes[i];
+            i += 1;
+            let next = if self.fail.is_empty() {
+                // Every state is dense: one load per byte.
+                self.table[s as usize + self.classes[b as usize] as usize]
+            } else {
+                self.next(s, b)
+            };
+            if next & MATCH_BIT != 0 {
+                return Step::Stop(self.hit(next & !MATCH_BIT, i));
+            }
+            s = next;
         }
     }
 
-    /// Dense scan for long inputs: while at the root, jump to the next byte that can start a
-    /// stop with `memchr` (up to three distinct first bytes), which runs at memory speed.
-    fn scan_dense_skipping(&self, table: &[u32], sid: u32, bytes: &[u8]) -> Step {
+    /// One transition (the result carries the flags).
+    #[inline]
+    fn next(&self, sid: u32, b: u8) -> u32 {
+        let class = self.classes[b as usize] as usize;
+        let mut s = sid;
+        loop {
+            if s & SPARSE == 0 {
+                return self.table[s as usize + class];
+            }
+            let k = (s & ID_MASK) as usize;
+            let (lo, hi) = (self.edge_start[k] as usize, self.edge_start[k + 1] as usize);
+            let bytes = &self.edge_byte[lo..hi];
+            let found = if bytes.len() <= 8 {
+                bytes.iter().position(|&e| e == b)
+            } else {
+                bytes.binary_search(&b).ok()
+            };
+            if let Some(j) = found {
+                return self.edge_target[lo + j];
+            }
+            s = self.fail[k];
+        }
+    }
+
+    /// Scan for long inputs: while at the root, jump to the next byte that can start a stop with
+    /// `memchr` (up to three distinct first bytes), which runs at memory speed.
+    fn scan_skipping(&self, sid: u32, bytes: &[u8]) -> Step {
         let fb = &self.first_bytes;
         let find = |hay: &[u8]| match fb.len() {
             0 => None,
@@ -318,13 +409,13 @@ impl Automaton {
         let mut s = sid;
         let mut i = 0;
         while i < bytes.len() {
-            if s == 0 {
+            if s == Self::START {
                 match find(&bytes[i..]) {
                     Some(j) => i += j,
-                    None => return Step::Continue(0),
+                    None => return Step::Continue(Self::START),
                 }
             }
-            let next = table[s as usize + self.classes[bytes[i] as usize] as usize];
+            let next = self.next(s, bytes[i]);
             i += 1;
             if next & MATCH_BIT != 0 {
                 return Step::Stop(self.hit(next & !MATCH_BIT, i));
@@ -334,37 +425,15 @@ impl Automaton {
         Step::Continue(s)
     }
 
-    fn sparse_next(
-        edges: &[Vec<(u8, u32)>],
-        fail: &[u32],
-        root: &[u32; 256],
-        sid: u32,
-        b: u8,
-    ) -> u32 {
-        let mut s = sid as usize;
-        loop {
-            if s == 0 {
-                return root[b as usize];
-            }
-            if let Ok(i) = edges[s].binary_search_by_key(&b, |&(k, _)| k) {
-                return edges[s][i].1;
-            }
-            s = fail[s] as usize;
-        }
-    }
-
     fn hit(&self, sid: u32, end: usize) -> Hit {
-        Hit { pattern: self.out[self.index(sid)] as usize, end }
+        Hit { pattern: self.out[self.number(sid)] as usize, end }
     }
 }
 
 fn to_u32(n: usize) -> u32 {
-    // The state count is bounded by the total length of the stops; 2^31 states would need tens
+    // The state count is bounded by the total length of the stops; 2^30 states would need tens
     // of GiB of tables, far past any real stop list.
-    u32::try_from(n)
-        .ok()
-        .filter(|&v| v < MATCH_BIT)
-        .expect("stop list too large for a u32 state id")
+    u32::try_from(n).ok().filter(|&v| v < SPARSE).expect("stop list too large for a state id")
 }
 
 #[cfg(test)]
@@ -400,7 +469,7 @@ mod tests {
             (&["x"], "", None),
             (&["abc"], "ababab", None),
         ];
-        for budget in [DENSE_BUDGET, 0] {
+        for budget in [DENSE_BUDGET, 1] {
             for (stops, text, want) in cases {
                 let a = build(stops, budget);
                 assert_eq!(first_stop(&a, text), *want, "{stops:?} {text:?} budget {budget}");
@@ -410,7 +479,7 @@ mod tests {
 
     #[test]
     fn depth_is_longest_suffix_that_is_a_prefix() {
-        for budget in [DENSE_BUDGET, 0] {
+        for budget in [DENSE_BUDGET, 1] {
             let a = build(&["</answer>", "\n\nUser:"], budget);
             let Step::Continue(s) = a.scan(Automaton::START, b"hi </ans") else { panic!() };
             assert_eq!(a.held(s), b"</ans");

@@ -38,13 +38,16 @@
 //!   filter per request, usually with the same few stops.
 //! * Long inputs skip ahead with `memchr` while no stop is in progress.
 
-#![forbid(unsafe_code)]
+// The only `unsafe` is the small try-lock of the Python bindings (`lock.rs`).
+#![deny(unsafe_code)]
 
 mod automaton;
 mod error;
 mod stream;
 mod utf8;
 
+#[cfg(feature = "python")]
+mod lock;
 #[cfg(feature = "python")]
 mod py;
 
@@ -73,6 +76,25 @@ impl StopSet {
         I: IntoIterator<Item = B>,
         B: AsRef<[u8]>,
     {
+        Ok(StopSet { automaton: Automaton::new(Self::patterns(stops)?) })
+    }
+
+    /// Like [`StopSet::new`] with at most `entries` dense transitions (at least the root's
+    /// row), so that tests and fuzzers exercise the sparse layout that large stop lists use.
+    #[doc(hidden)]
+    pub fn with_dense_budget<I, B>(stops: I, entries: usize) -> Result<StopSet, Error>
+    where
+        I: IntoIterator<Item = B>,
+        B: AsRef<[u8]>,
+    {
+        Ok(StopSet { automaton: Automaton::with_budget(Self::patterns(stops)?, entries) })
+    }
+
+    fn patterns<I, B>(stops: I) -> Result<Vec<Box<[u8]>>, Error>
+    where
+        I: IntoIterator<Item = B>,
+        B: AsRef<[u8]>,
+    {
         let mut patterns = Vec::new();
         for (i, s) in stops.into_iter().enumerate() {
             let s = s.as_ref();
@@ -81,7 +103,7 @@ impl StopSet {
             }
             patterns.push(Box::from(s));
         }
-        Ok(StopSet { automaton: Automaton::new(patterns) })
+        Ok(patterns)
     }
 
     /// Like [`StopSet::new`], but returns a shared instance when the same list was compiled
@@ -245,10 +267,11 @@ mod tests {
             text in prop::collection::vec(alphabet(), 0..40),
             cuts in prop::collection::vec(0usize..40, 0..6),
             include in any::<bool>(),
+            budget in prop::sample::select(vec![1usize, 64, 1 << 16]),
         ) {
             let text: String = text.concat();
             let stops_b: Vec<Vec<u8>> = stops.iter().map(|s| s.as_bytes().to_vec()).collect();
-            let set = StopSet::new(&stops_b).unwrap();
+            let set = StopSet::with_dense_budget(&stops_b, budget).unwrap();
             // Split at character boundaries.
             let mut bounds: Vec<usize> = cuts
                 .iter()

@@ -3,25 +3,27 @@
 //! Performance choices:
 //! * `str` chunks are read through CPython's cached UTF-8 view (`to_str`), which is zero-copy
 //!   for ASCII strings. A chunk that passes through whole is returned as the very same object.
-//! * Classes are `frozen`: no borrow flag. Per-object state sits behind a `Mutex` that is never
-//!   held while Python code can run, so in a GIL build it is never contended; in a free-threaded
-//!   build concurrent calls on one object are serialized (`lock_py_attached` detaches while
-//!   waiting, so a stop-the-world pause cannot deadlock on it).
+//! * Classes are `frozen`: no borrow flag. Per-object state sits behind a try-lock (`lock.rs`,
+//!   one atomic read-modify-write per call) that filters never hold while Python code can run,
+//!   so under the GIL it is never contended; in a free-threaded build concurrent calls on one
+//!   filter are serialized (the waiter yields detached, so a stop-the-world pause cannot
+//!   deadlock on it).
 //! * The GIL is released only for one-shot `truncate` on large texts; for token-sized chunks a
 //!   release costs more than the scan.
 //! * Compiled stop lists are shared through `StopSet::cached`.
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
+use std::sync::Arc;
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyUnicodeDecodeError, PyValueError};
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
-use pyo3::sync::{MutexExt, PyOnceLock};
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyByteArray, PyBytes, PyIterator, PyList, PyMemoryView, PyString, PyTuple};
 use pyo3::PyTraverseError;
 
+use crate::lock::{Guard, TryLock};
 use crate::{ByteOut, ByteStream, Error, Status, StopSet, TextStream};
 
 /// Inputs at least this long are scanned with the GIL released.
@@ -145,8 +147,16 @@ fn chunk_bytes<'a>(data: &'a Bound<'_, PyAny>) -> PyResult<Option<Cow<'a, [u8]>>
     Ok(None)
 }
 
-fn lock<'a, T>(py: Python<'_>, m: &'a Mutex<T>) -> MutexGuard<'a, T> {
-    m.lock_py_attached(py).unwrap_or_else(PoisonError::into_inner)
+/// Waits for the per-object lock. Under the GIL it is always free (nothing that holds it runs
+/// Python code); in a free-threaded build a concurrent call on the same object yields its thread,
+/// detached from the interpreter, until the holder is done: calls are serialized.
+fn lock<'a, T>(py: Python<'_>, m: &'a TryLock<T>) -> Guard<'a, T> {
+    loop {
+        if let Some(g) = m.try_lock(py) {
+            return g;
+        }
+        py.detach(std::thread::yield_now);
+    }
 }
 
 fn stop_reason(status: Status) -> Option<&'static str> {
@@ -223,7 +233,7 @@ fn feed_text_nonempty<'py>(
 #[pyclass(frozen, module = "stopstream._core")]
 struct StopFilter {
     stops: Stops,
-    state: Mutex<TextStream>,
+    state: TryLock<TextStream>,
 }
 
 #[pymethods]
@@ -233,7 +243,7 @@ impl StopFilter {
     fn new(py: Python<'_>, stops: Option<&Bound<'_, PyAny>>, include_stop: bool) -> PyResult<Self> {
         Ok(StopFilter {
             stops: parse_stops(py, stops)?,
-            state: Mutex::new(TextStream::new(include_stop)),
+            state: TryLock::new(TextStream::new(include_stop)),
         })
     }
 
@@ -338,7 +348,7 @@ fn byte_pending(set: &StopSet, st: &ByteStream) -> Vec<u8> {
 #[pyclass(frozen, module = "stopstream._core")]
 struct ByteStopFilter {
     stops: Stops,
-    state: Mutex<ByteStream>,
+    state: TryLock<ByteStream>,
 }
 
 #[pymethods]
@@ -354,7 +364,7 @@ impl ByteStopFilter {
         let replace = parse_errors(errors)?;
         Ok(ByteStopFilter {
             stops: parse_stops(py, stops)?,
-            state: Mutex::new(ByteStream::new(include_stop, replace)),
+            state: TryLock::new(ByteStream::new(include_stop, replace)),
         })
     }
 
@@ -561,7 +571,7 @@ struct StopStream {
     stops: Stops,
     include_stop: bool,
     replace: bool,
-    state: Mutex<StreamState>,
+    state: TryLock<StreamState>,
     /// What the attributes report, published after every `__next__`, so reading them never
     /// waits for (or re-enters) a pull in progress.
     snapshot: AtomicU64,
@@ -774,7 +784,7 @@ impl StopStream {
             stops,
             include_stop,
             replace,
-            state: Mutex::new(StreamState {
+            state: TryLock::new(StreamState {
                 mode: Mode::Unknown,
                 upstream: Some(upstream.unbind()),
                 closer: Some(closer),
@@ -793,14 +803,10 @@ impl StopStream {
     }
 
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let mut st = match self.state.try_lock() {
-            Ok(g) => g,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => {
-                return Err(PyRuntimeError::new_err(
-                    "stream is already being iterated (concurrent or re-entrant call)",
-                ));
-            }
+        let Some(mut st) = self.state.try_lock(py) else {
+            return Err(PyRuntimeError::new_err(
+                "stream is already being iterated (concurrent or re-entrant call)",
+            ));
         };
         let mut result = self.next_piece(py, &mut st);
         if self.close_requested.load(Ordering::Acquire) {
@@ -815,18 +821,21 @@ impl StopStream {
     /// Stops the stream and closes the upstream (once; later calls do nothing).
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         self.close_requested.store(true, Ordering::Release);
-        match self.state.try_lock() {
-            Ok(mut st) => st.close_upstream(py),
-            Err(TryLockError::Poisoned(p)) => p.into_inner().close_upstream(py),
+        match self.state.try_lock(py) {
+            Some(mut st) => st.close_upstream(py),
             // A `__next__` is running (another thread, or this call comes from the upstream):
             // it sees the request and closes the upstream as soon as its pull returns.
-            Err(TryLockError::WouldBlock) => Ok(()),
+            None => Ok(()),
         }
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         // A stream in use is reachable anyway; only an idle one can be part of garbage.
-        if let Ok(st) = self.state.try_lock() {
+        // SAFETY: the collector calls `tp_traverse` on an attached thread (holding the GIL in a
+        // GIL build), which is what the lock relies on.
+        #[allow(unsafe_code)]
+        let guard = unsafe { self.state.try_lock_attached() };
+        if let Some(st) = guard {
             visit.call(&st.upstream)?;
             visit.call(&st.closer)?;
         }
@@ -836,11 +845,13 @@ impl StopStream {
     fn __clear__(&self) {
         // The collector has already run the closer's finalizer (finalizers of a dead cycle run
         // before anything in it is cleared); dropping the references is all that is left.
-        if let Ok(mut st) = self.state.try_lock() {
-            st.done = true;
-            st.upstream = None;
-            st.closer = None;
-        }
+        Python::attach(|py| {
+            if let Some(mut st) = self.state.try_lock(py) {
+                st.done = true;
+                st.upstream = None;
+                st.closer = None;
+            }
+        });
     }
 
     fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
