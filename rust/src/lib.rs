@@ -46,7 +46,7 @@ mod error;
 mod stream;
 mod utf8;
 
-#[cfg(feature = "python")]
+#[cfg(any(feature = "python", test))]
 mod lock;
 #[cfg(feature = "python")]
 mod py;

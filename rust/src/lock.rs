@@ -6,17 +6,15 @@
 //! flag here is a plain `Cell` there and taking the lock is a load and a store; only the
 //! free-threaded build (`Py_GIL_DISABLED`) pays for an atomic compare-exchange.
 //!
-//! Soundness rests on two rules that the API enforces or this crate keeps:
-//! * `try_lock` takes a `Python` token, so under the GIL only the thread holding the GIL can
-//!   touch the flag or the value;
+//! Soundness rests on two rules that callers keep (`py.rs` wraps `try_acquire` in a function
+//! that takes a `Python` token):
+//! * under the GIL, only the thread holding the GIL touches the flag or the value;
 //! * a guard is never held across `Python::detach` (the crate only detaches while holding no
 //!   guard), so the flag is released by a thread that still holds the GIL.
 #![allow(unsafe_code)]
 
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
-
-use pyo3::Python;
 
 #[cfg(not(Py_GIL_DISABLED))]
 struct Flag(std::cell::Cell<bool>);
@@ -76,21 +74,17 @@ impl<T> TryLock<T> {
         TryLock { locked: Flag::new(), value: UnsafeCell::new(value) }
     }
 
-    /// The value, if nobody holds the lock.
-    #[inline]
-    pub(crate) fn try_lock(&self, _py: Python<'_>) -> Option<Guard<'_, T>> {
-        self.locked.acquire().then_some(Guard { lock: self })
-    }
-
-    /// `try_lock` for the garbage collector's traversal, where PyO3 hands out no token.
+    /// The value, if nobody holds the lock. (The guard is built only once the lock is taken:
+    /// building it eagerly, as `then_some` would, and dropping it on failure would release the
+    /// holder's lock.)
     ///
     /// # Safety
     ///
-    /// The calling thread must be attached to the interpreter (holding the GIL in a GIL
-    /// build), as it is inside `tp_traverse`.
+    /// In a GIL build the calling thread must hold the GIL (for instance, own a `Python` token or
+    /// run inside `tp_traverse`), and must drop the guard while still holding it.
     #[inline]
-    pub(crate) unsafe fn try_lock_attached(&self) -> Option<Guard<'_, T>> {
-        self.locked.acquire().then_some(Guard { lock: self })
+    pub(crate) unsafe fn try_acquire(&self) -> Option<Guard<'_, T>> {
+        self.locked.acquire().then(|| Guard { lock: self })
     }
 }
 
@@ -121,5 +115,22 @@ impl<T> Drop for Guard<'_, T> {
     #[inline]
     fn drop(&mut self) {
         self.lock.locked.release();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TryLock;
+
+    #[test]
+    fn a_failed_attempt_leaves_the_holder_locked() {
+        let lock = TryLock::new(1);
+        // SAFETY: single-threaded test.
+        let mut first = unsafe { lock.try_acquire() }.unwrap();
+        assert!(unsafe { lock.try_acquire() }.is_none());
+        assert!(unsafe { lock.try_acquire() }.is_none(), "a failed attempt released the lock");
+        *first += 1;
+        drop(first);
+        assert_eq!(*unsafe { lock.try_acquire() }.unwrap(), 2);
     }
 }

@@ -33,9 +33,68 @@ const DETACH_THRESHOLD: usize = 1 << 20;
 // Conversions
 
 /// A stop list as given (kept for `stops`, `stop_sequence`) and compiled.
-struct Stops {
+///
+/// A Python object, so that filters share it by reference count (a plain increment under the
+/// GIL) rather than by `Arc` (an atomic one), and so that the tuple is built once per list.
+#[pyclass(frozen, module = "stopstream._core")]
+struct Compiled {
     tuple: Py<PyTuple>,
     set: Arc<StopSet>,
+}
+
+/// A filter's handle on its compiled stop list.
+struct Stops(Py<Compiled>);
+
+impl std::ops::Deref for Stops {
+    type Target = Compiled;
+
+    fn deref(&self) -> &Compiled {
+        self.0.get()
+    }
+}
+
+/// The stop lists used most recently, newest first. A gateway builds a filter per request,
+/// nearly always with one of a few lists: comparing the new list with these directly (a length
+/// check and a `memcmp` per stop) skips hashing and the process-wide cache.
+static RECENT: TryLock<Vec<Py<Compiled>>> = TryLock::new(Vec::new());
+const RECENT_LEN: usize = 8;
+
+/// Looks `stops` up among the recent lists without building anything: `None`, a `str`, or a
+/// list or tuple of `str` whose UTF-8 bytes equal a recent list's, stop by stop.
+fn recent_hit(py: Python<'_>, stops: Option<&Bound<'_, PyAny>>) -> Option<Stops> {
+    // Only exact `str`: the tuple handed out holds the first list's objects.
+    let same = |item: &Bound<'_, PyAny>, pat: &[u8]| {
+        item.cast_exact::<PyString>().is_ok_and(|s| s.to_str().is_ok_and(|v| v.as_bytes() == pat))
+    };
+    let matches = |pats: &[Box<[u8]>]| -> bool {
+        match stops {
+            None => pats.is_empty(),
+            Some(obj) if obj.is_none() => pats.is_empty(),
+            Some(obj) => {
+                if let Ok(l) = obj.cast_exact::<PyList>() {
+                    pats.len() == l.len() && pats.iter().zip(l.iter()).all(|(p, i)| same(&i, p))
+                } else if let Ok(t) = obj.cast_exact::<PyTuple>() {
+                    pats.len() == t.len() && pats.iter().zip(t.iter()).all(|(p, i)| same(&i, p))
+                } else {
+                    pats.len() == 1 && same(obj, &pats[0])
+                }
+            }
+        }
+    };
+    let mut recent = try_lock(py, &RECENT)?;
+    let pos = recent.iter().position(|c| matches(c.get().set.stops()))?;
+    if pos != 0 {
+        let hit = recent.remove(pos);
+        recent.insert(0, hit);
+    }
+    Some(Stops(recent[0].clone_ref(py)))
+}
+
+fn remember(py: Python<'_>, compiled: &Py<Compiled>) {
+    if let Some(mut recent) = try_lock(py, &RECENT) {
+        recent.insert(0, compiled.clone_ref(py));
+        recent.truncate(RECENT_LEN);
+    }
 }
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
@@ -75,9 +134,11 @@ fn not_stops(obj: &Bound<'_, PyAny>) -> PyErr {
 }
 
 fn parse_stops(py: Python<'_>, stops: Option<&Bound<'_, PyAny>>) -> PyResult<Stops> {
+    if let Some(hit) = recent_hit(py, stops) {
+        return Ok(hit);
+    }
     let Some(obj) = stops.filter(|o| !o.is_none()) else {
-        let set = StopSet::cached::<&[u8]>(&[]).map_err(|e| map_error(py, &e))?;
-        return Ok(Stops { tuple: PyTuple::empty(py).unbind(), set });
+        return compile::<&[u8]>(py, &[], &[]);
     };
     let items: Vec<Bound<'_, PyAny>> = if obj.is_instance_of::<PyString>() {
         vec![obj.clone()]
@@ -93,7 +154,6 @@ fn parse_stops(py: Python<'_>, stops: Option<&Bound<'_, PyAny>>) -> PyResult<Sto
     } else {
         obj.try_iter().map_err(|_| not_stops(obj))?.collect::<PyResult<_>>()?
     };
-    let mut all_exact = true;
     let mut encoded: Vec<Cow<'_, [u8]>> = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         let s = item.cast::<PyString>().map_err(|_| {
@@ -102,16 +162,34 @@ fn parse_stops(py: Python<'_>, stops: Option<&Bound<'_, PyAny>>) -> PyResult<Sto
                 type_name(item)
             ))
         })?;
-        all_exact &= s.is_exact_instance_of::<PyString>();
         encoded.push(str_bytes(s)?);
     }
-    let set = StopSet::cached(&encoded).map_err(|e| map_error(py, &e))?;
-    // An exact tuple of exact strs is immutable: keep it rather than building a copy.
-    let tuple = match obj.cast_exact::<PyTuple>() {
-        Ok(t) if all_exact => t.clone().unbind(),
-        _ => PyTuple::new(py, items)?.unbind(),
-    };
-    Ok(Stops { tuple, set })
+    compile(py, &items, &encoded)
+}
+
+fn compile<B: AsRef<[u8]>>(
+    py: Python<'_>,
+    items: &[Bound<'_, PyAny>],
+    encoded: &[B],
+) -> PyResult<Stops> {
+    let set = StopSet::cached(encoded).map_err(|e| map_error(py, &e))?;
+    // Exact `str` objects (a subclass's value, not its `__str__`): `stops` hands out an
+    // immutable tuple of the values given, shared by every filter built from this list.
+    let exact = items
+        .iter()
+        .zip(encoded)
+        .map(|(item, bytes)| {
+            if item.is_exact_instance_of::<PyString>() {
+                Ok(item.clone())
+            } else {
+                make_str(py, bytes.as_ref()).map(Bound::into_any)
+            }
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let tuple = PyTuple::new(py, exact)?.unbind();
+    let compiled = Py::new(py, Compiled { tuple, set })?;
+    remember(py, &compiled);
+    Ok(Stops(compiled))
 }
 
 fn map_error(py: Python<'_>, e: &Error) -> PyErr {
@@ -147,12 +225,23 @@ fn chunk_bytes<'a>(data: &'a Bound<'_, PyAny>) -> PyResult<Option<Cow<'a, [u8]>>
     Ok(None)
 }
 
+/// The per-object lock, if free.
+#[inline]
+fn try_lock<'a, T>(_py: Python<'_>, m: &'a TryLock<T>) -> Option<Guard<'a, T>> {
+    // SAFETY: the token proves this thread is attached (holds the GIL in a GIL build), and no
+    // guard is kept across `Python::detach` in this module.
+    #[allow(unsafe_code)]
+    unsafe {
+        m.try_acquire()
+    }
+}
+
 /// Waits for the per-object lock. Under the GIL it is always free (nothing that holds it runs
 /// Python code); in a free-threaded build a concurrent call on the same object yields its thread,
 /// detached from the interpreter, until the holder is done: calls are serialized.
 fn lock<'a, T>(py: Python<'_>, m: &'a TryLock<T>) -> Guard<'a, T> {
     loop {
-        if let Some(g) = m.try_lock(py) {
+        if let Some(g) = try_lock(py, m) {
             return g;
         }
         py.detach(std::thread::yield_now);
@@ -803,7 +892,7 @@ impl StopStream {
     }
 
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let Some(mut st) = self.state.try_lock(py) else {
+        let Some(mut st) = try_lock(py, &self.state) else {
             return Err(PyRuntimeError::new_err(
                 "stream is already being iterated (concurrent or re-entrant call)",
             ));
@@ -821,7 +910,7 @@ impl StopStream {
     /// Stops the stream and closes the upstream (once; later calls do nothing).
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         self.close_requested.store(true, Ordering::Release);
-        match self.state.try_lock(py) {
+        match try_lock(py, &self.state) {
             Some(mut st) => st.close_upstream(py),
             // A `__next__` is running (another thread, or this call comes from the upstream):
             // it sees the request and closes the upstream as soon as its pull returns.
@@ -834,7 +923,7 @@ impl StopStream {
         // SAFETY: the collector calls `tp_traverse` on an attached thread (holding the GIL in a
         // GIL build), which is what the lock relies on.
         #[allow(unsafe_code)]
-        let guard = unsafe { self.state.try_lock_attached() };
+        let guard = unsafe { self.state.try_acquire() };
         if let Some(st) = guard {
             visit.call(&st.upstream)?;
             visit.call(&st.closer)?;
@@ -846,7 +935,7 @@ impl StopStream {
         // The collector has already run the closer's finalizer (finalizers of a dead cycle run
         // before anything in it is cleared); dropping the references is all that is left.
         Python::attach(|py| {
-            if let Some(mut st) = self.state.try_lock(py) {
+            if let Some(mut st) = try_lock(py, &self.state) {
                 st.done = true;
                 st.upstream = None;
                 st.closer = None;
