@@ -17,11 +17,13 @@
 //!   never copied into a per-stream buffer.
 //!
 //! Measured with `rust/examples/automaton.rs` (4 MiB of source text in 4-byte chunks, release
-//! build, 2-core machine): stepping this DFA and reading the holdback costs 6.0-6.3 ns per chunk
-//! for 4, 1 and 1,000 stops; the crate's `dfa::DFA` driven through its `Automaton` trait costs
-//! 5.9-6.1 ns for the stepping alone (ratio 1.02-1.05) and 9.3-9.4 ns once the state-id → depth
-//! lookup that minimal holdback needs is added (ratio 0.65-0.68). Same speed for the same work,
-//! and the hand-written tables also give the held-back text for free.
+//! build, 2-core machine, best of 5): the crate's `dfa::DFA` driven through its `Automaton`
+//! trait costs 5.9-6.1 ns per chunk to step and 9.3-9.6 ns once the state-id → depth lookup that
+//! minimal holdback needs is added. The first version of this automaton, the same table walk,
+//! cost 6.0-6.3 ns with the holdback included (ratio 0.65-0.68 against the crate with the
+//! lookup). The current one skips bytes that cannot leave the root with no dependency from one
+//! byte to the next and costs 2.5-3.7 ns (ratio 0.26-0.38) for 4, 1 and 1,000 stops, a skip the
+//! crate's trait does not allow from outside.
 //!
 //! # Representation
 //!
