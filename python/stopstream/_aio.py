@@ -9,7 +9,7 @@ stop fires: it closes the upstream itself (Starlette's ``StreamingResponse`` nev
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
@@ -33,6 +33,7 @@ class AsyncStopStream(Generic[_Chunk]):
         "_deferred",
         "_done",
         "_errors",
+        "_feed",
         "_filter",
         "_include_stop",
         "_iterator",
@@ -59,6 +60,7 @@ class AsyncStopStream(Generic[_Chunk]):
         self._include_stop = include_stop
         self._errors = errors
         self._filter: StopFilter | ByteStopFilter | None = None
+        self._feed: Callable[[Any], str | bytes] | None = None
         iterator = chunks.__aiter__()
         self._iterator: AsyncIterator[Any] | None = iterator
         self._source: object | None = None if iterator is chunks else chunks
@@ -72,62 +74,66 @@ class AsyncStopStream(Generic[_Chunk]):
         return self
 
     async def __anext__(self) -> _Chunk:
+        # One coroutine per item, no helper coroutines: each costs an allocation and a frame.
         if self._running:
             raise RuntimeError(
                 "stream is already being iterated (concurrent __anext__ or re-entrant call)"
             )
         self._running = True
         try:
-            return await self._next_piece()
+            while True:
+                if self._deferred is not None:
+                    exc, self._deferred = self._deferred, None
+                    raise exc
+                iterator = self._iterator
+                if self._done or iterator is None:
+                    raise StopAsyncIteration
+                try:
+                    item = await iterator.__anext__()
+                except StopAsyncIteration:
+                    # Ran out by itself: nothing to close.
+                    self._iterator = self._source = None
+                    self._done = True
+                    tail = self._ensure_filter("").finish()
+                    if tail:
+                        return tail  # type: ignore[return-value]
+                    raise
+                except asyncio.CancelledError:
+                    self._done = True
+                    await self.aclose()
+                    raise
+                except BaseException:
+                    self._done = True
+                    raise
+                position = self._position
+                self._position = position + 1
+                feed = self._feed
+                try:
+                    out = feed(item) if feed is not None else self._first(item, position)
+                except (TypeError, ValueError) as exc:
+                    # The bad item is consumed and cannot be fed again; going on would splice
+                    # the text around it. End the stream and cancel the upstream.
+                    self._done = True
+                    await self.aclose()
+                    if isinstance(exc, TypeError):
+                        raise self._type_error(item, position) from None
+                    raise
+                if self._stopped():
+                    self._done = True
+                    try:
+                        await self.aclose()
+                    except Exception as exc:
+                        if not out:
+                            raise
+                        # Deliver the last piece first; the error comes with the next call.
+                        self._deferred = exc
+                if out:
+                    return out  # type: ignore[return-value]
         finally:
             self._running = False
 
-    async def _next_piece(self) -> _Chunk:
-        while True:
-            if self._deferred is not None:
-                exc, self._deferred = self._deferred, None
-                raise exc
-            iterator = self._iterator
-            if self._done or iterator is None:
-                raise StopAsyncIteration
-            try:
-                item = await iterator.__anext__()
-            except StopAsyncIteration:
-                # Ran out by itself: nothing to close.
-                self._iterator = self._source = None
-                self._done = True
-                tail = self._ensure_filter("").finish()
-                if tail:
-                    return tail  # type: ignore[return-value]
-                raise
-            except asyncio.CancelledError:
-                self._done = True
-                await self.aclose()
-                raise
-            except BaseException:
-                self._done = True
-                raise
-            position = self._position
-            self._position += 1
-            try:
-                out = self._feed(item, position)
-            except (TypeError, ValueError):
-                # The bad item is consumed and cannot be fed again; going on would splice the
-                # text around it. End the stream and cancel the upstream.
-                self._done = True
-                await self.aclose()
-                raise
-            if self._filter is not None and self._filter.stopped:
-                self._done = True
-                try:
-                    await self.aclose()
-                except Exception as exc:
-                    if not out:
-                        raise
-                    # Deliver the last piece first; the error comes with the next call.
-                    self._deferred = exc
-            if out:
-                return out  # type: ignore[return-value]
+    def _stopped(self) -> bool:
+        return self._filter is not None and self._filter.stopped
 
     def _ensure_filter(self, first: object) -> StopFilter | ByteStopFilter:
         if self._filter is None:
@@ -137,25 +143,27 @@ class AsyncStopStream(Generic[_Chunk]):
                 self._filter = ByteStopFilter(self._stops, self._include_stop, self._errors)
         return self._filter
 
-    def _feed(self, item: object, position: int) -> str | bytes:
-        if self._filter is None and not isinstance(item, (str, bytes, bytearray, memoryview)):
+    def _first(self, item: object, position: int) -> str | bytes:
+        """Feeds the first item, which decides between ``str`` and bytes."""
+        if not isinstance(item, (str, bytes, bytearray, memoryview)):
             raise TypeError(
                 f"item at position {position} must be str or bytes-like, not {type(item).__name__}"
             )
         f = self._ensure_filter(item)
-        if isinstance(f, StopFilter):
-            if not isinstance(item, str):
-                raise TypeError(
-                    f"item at position {position} is {type(item).__name__}, "
-                    "but the stream started with str"
-                )
-            return f.feed(item)
-        if not isinstance(item, (bytes, bytearray, memoryview)):
-            raise TypeError(
-                f"item at position {position} is {type(item).__name__}, "
-                "but the stream started with bytes"
+        feed: Callable[[Any], str | bytes] = f.feed
+        self._feed = feed
+        return feed(item)
+
+    def _type_error(self, item: object, position: int) -> TypeError:
+        if self._filter is None:
+            return TypeError(
+                f"item at position {position} must be str or bytes-like, not {type(item).__name__}"
             )
-        return f.feed(item)
+        started = "str" if isinstance(self._filter, StopFilter) else "bytes"
+        return TypeError(
+            f"item at position {position} is {type(item).__name__}, "
+            f"but the stream started with {started}"
+        )
 
     async def aclose(self) -> None:
         """Stop the stream and close the upstream (once; later calls do nothing)."""
