@@ -82,11 +82,27 @@ fn recent_hit(py: Python<'_>, stops: Option<&Bound<'_, PyAny>>) -> Option<Stops>
         }
     };
     let mut recent = try_lock(py, &RECENT)?;
-    let pos = recent.iter().position(|c| matches(c.get().set.stops()))?;
-    if pos != 0 {
+    // The very tuple a list was compiled from is immutable: no need to compare its items.
+    let pos = match stops {
+        Some(obj) => recent.iter().position(|c| c.get().tuple.bind(py).is(obj)),
+        None => None,
+    };
+    if let Some(pos) = pos {
         let hit = recent.remove(pos);
         recent.insert(0, hit);
+        return Some(Stops(recent[0].clone_ref(py)));
     }
+    let pos = recent.iter().position(|c| matches(c.get().set.stops()))?;
+    let mut hit = recent.remove(pos);
+    // Equal items in an exact tuple (whose items `matches` checked are exact `str`): remember
+    // this tuple, so that passing it again is an identity check.
+    if let Some(t) = stops.and_then(|o| o.cast_exact::<PyTuple>().ok()) {
+        let set = Arc::clone(&hit.get().set);
+        if let Ok(c) = Py::new(py, Compiled { tuple: t.clone().unbind(), set }) {
+            hit = c;
+        }
+    }
+    recent.insert(0, hit);
     Some(Stops(recent[0].clone_ref(py)))
 }
 
@@ -138,7 +154,7 @@ fn parse_stops(py: Python<'_>, stops: Option<&Bound<'_, PyAny>>) -> PyResult<Sto
         return Ok(hit);
     }
     let Some(obj) = stops.filter(|o| !o.is_none()) else {
-        return compile::<&[u8]>(py, &[], &[]);
+        return compile::<&[u8]>(py, &[], &[], None);
     };
     let items: Vec<Bound<'_, PyAny>> = if obj.is_instance_of::<PyString>() {
         vec![obj.clone()]
@@ -164,13 +180,18 @@ fn parse_stops(py: Python<'_>, stops: Option<&Bound<'_, PyAny>>) -> PyResult<Sto
         })?;
         encoded.push(str_bytes(s)?);
     }
-    compile(py, &items, &encoded)
+    let reuse = obj
+        .cast_exact::<PyTuple>()
+        .ok()
+        .filter(|_| items.iter().all(Bound::is_exact_instance_of::<PyString>));
+    compile(py, &items, &encoded, reuse)
 }
 
 fn compile<B: AsRef<[u8]>>(
     py: Python<'_>,
     items: &[Bound<'_, PyAny>],
     encoded: &[B],
+    reuse: Option<&Bound<'_, PyTuple>>,
 ) -> PyResult<Stops> {
     let set = StopSet::cached(encoded).map_err(|e| map_error(py, &e))?;
     // Exact `str` objects (a subclass's value, not its `__str__`): `stops` hands out an
@@ -186,7 +207,10 @@ fn compile<B: AsRef<[u8]>>(
             }
         })
         .collect::<PyResult<Vec<_>>>()?;
-    let tuple = PyTuple::new(py, exact)?.unbind();
+    let tuple = match reuse {
+        Some(t) => t.clone().unbind(),
+        None => PyTuple::new(py, exact)?.unbind(),
+    };
     let compiled = Py::new(py, Compiled { tuple, set })?;
     remember(py, &compiled);
     Ok(Stops(compiled))
