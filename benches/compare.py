@@ -407,6 +407,56 @@ def per_chunk(
     )
 
 
+def held_fraction(stream: corpus.Stream, stops: Sequence[str]) -> float:
+    """The fraction of chunks after which some text is held back."""
+    f = stopstream.StopFilter(stops)
+    held = 0
+    for chunk in stream.str_chunks:
+        f.feed(chunk)
+        if f.stopped:
+            f = stopstream.StopFilter(stops)
+        held += f.pending != ""
+    return held / len(stream.str_chunks)
+
+
+def flatness(stream: corpus.Stream, config: Config, report: Report) -> None:
+    """Per-chunk cost against the number of stops, for two families of stop lists.
+
+    The generated lists of the main table start like ordinary words, so the more of them, the
+    more chunks end with text that could still become a stop and must be held back (and the
+    more chunks are cut into new strings). Special-token-like stops never start in ordinary
+    text: with them only the number of stops changes.
+    """
+    rows = {row.label: row for row in ROWS}
+    counts = {"1": 1, "4": 4, "100": 100, "1k": 1_000, "10k": 10_000}
+    families: dict[str, Callable[[int], tuple[str, ...]]] = {
+        "generated (word-like)": corpus.generated_stops,
+        "special tokens": corpus.token_stops,
+    }
+    lines: list[list[str]] = []
+    values: dict[str, list[float]] = {}
+    for family, make in families.items():
+        for label in (WRAP, FEED):
+            log(f"  flatness, {family}, {label}")
+            cells = [time_row(rows[label], stream, make(n), config) for n in counts.values()]
+            values[f"{family}/{label}"] = [cell.ns_per_chunk for cell in cells]
+            lines.append([f"{label}, {family}", *(fmt_ns(c.ns_per_chunk) for c in cells)])
+        held = [f"{held_fraction(stream, make(n)):.0%}" for n in counts.values()]
+        lines.append([f"chunks ending with held text, {family}", *held])
+    print("\n### Per-chunk cost against the number of stops (stops built once per stream)\n")
+    print(table(["", *counts], lines))
+    for label in (WRAP, FEED):
+        by_count = values[f"special tokens/{label}"]
+        ratio = max(by_count) / min(by_count)
+        report.target(
+            f"{label.removeprefix('stopstream ')} per chunk, 1 to 10,000 special-token stops "
+            "(max / min)",
+            f"{fmt_ratio(ratio)} ({' / '.join(fmt_ns(v) for v in by_count)})",
+            "<= 1.2x",
+            ratio <= 1.2,
+        )
+
+
 def by_corpus(config: Config) -> None:
     stops = corpus.GUARD_RAIL
     rows_of = {row.label: row for row in ROWS}
@@ -805,6 +855,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     check_outputs(stream, {k: v for k, v in sets.items() if k != "10k"}, report)
     log("timing")
     per_chunk(stream, sets, config, report)
+    flatness(stream, config, report)
     by_corpus(config)
     holdback(stream, sets, config, report)
     truncate_section(config, report)

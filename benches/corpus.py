@@ -343,6 +343,22 @@ def generated_stops(count: int) -> tuple[str, ...]:
     return tuple(result)
 
 
+def token_stops(count: int) -> tuple[str, ...]:
+    """``count`` special-token-like stops (``<|word_word_n|>``), the guard-rail ones first.
+
+    Unlike ``generated_stops``, ordinary text never starts one of them, so they isolate the
+    cost of the stop count itself from the cost of holding text back.
+    """
+    rng = random.Random(_SEED - count)
+    words = _vocabulary()
+    result = list(GUARD_RAIL[:count])
+    result += [
+        f"<|{rng.choice(words).lower()}_{rng.choice(words).lower()}_{i}|>"
+        for i in range(count - len(result))
+    ]
+    return tuple(result)
+
+
 def stop_sets() -> dict[str, tuple[str, ...]]:
     """The named stop sets of the per-chunk benchmarks, in table order."""
     return {
