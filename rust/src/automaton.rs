@@ -329,6 +329,7 @@ impl Automaton {
 
     /// Length of the state's string: how many trailing bytes of the text could still be the
     /// start of a stop.
+    #[inline]
     pub fn depth(&self, sid: u32) -> usize {
         self.depth[self.number(sid)] as usize
     }

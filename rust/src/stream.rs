@@ -6,7 +6,7 @@
 //! therefore a `u32` and a status, and costs nothing to copy, which is also how a strict-mode
 //! decoding error "consumes nothing": the state from before the call is simply put back.
 
-use crate::automaton::Step;
+use crate::automaton::{Automaton, Step};
 use crate::error::{DecodeError, Error};
 use crate::utf8::{self, Head, Piece, Pieces};
 use crate::StopSet;
@@ -85,6 +85,7 @@ impl TextStream {
 
     /// Feeds a chunk. `input` must be whole characters. After a stop fired the input is ignored;
     /// after `finish` it is an error.
+    #[inline]
     pub fn feed(&mut self, set: &StopSet, input: &[u8]) -> Result<Emit, Error> {
         if self.finished {
             return Err(Error::finished());
@@ -93,7 +94,12 @@ impl TextStream {
             return Ok(Emit::NOTHING);
         }
         let auto = set.automaton();
-        let held = self.held(set).len();
+        // Open here, so the held text is the state's string (none with `include_stop`).
+        let held = if self.include_stop || self.sid == Automaton::START {
+            0
+        } else {
+            auto.depth(self.sid)
+        };
         let total = match auto.scan(self.sid, input) {
             Step::Continue(s) => {
                 self.sid = s;
