@@ -57,6 +57,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 pub use crate::automaton::{Hit, Step};
 pub use crate::error::{DecodeError, Error};
 pub use crate::stream::{ByteOut, ByteStream, Emit, Status, TextStream};
+pub use crate::utf8::encode_code_points;
 
 use crate::automaton::Automaton;
 

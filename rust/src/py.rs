@@ -127,6 +127,42 @@ fn str_bytes<'a>(s: &'a Bound<'_, PyString>) -> PyResult<Cow<'a, [u8]>> {
     Ok(Cow::Owned(b.cast::<PyBytes>()?.as_bytes().to_vec()))
 }
 
+/// Stack room for the UTF-8 of a token-sized chunk.
+const CHUNK_STACK: usize = 256;
+
+/// UTF-8 bytes of a `str` chunk, without making CPython build (and keep) a UTF-8 copy of a
+/// non-ASCII string, which is a heap allocation per chunk: the code points are encoded into
+/// `stack` (lone surrogates as `surrogatepass` does). ASCII strings are read in place; long
+/// chunks and other interpreters go through `str_bytes`.
+fn chunk_utf8<'a>(
+    s: &'a Bound<'_, PyString>,
+    stack: &'a mut [u8; CHUNK_STACK],
+) -> PyResult<Cow<'a, [u8]>> {
+    #[cfg(all(not(any(Py_LIMITED_API, PyPy, GraalPy)), target_endian = "little"))]
+    {
+        use pyo3::types::string::PyStringData;
+        // SAFETY: `data` decodes the kind bits of CPython's string header, which PyO3 does
+        // correctly for the little-endian targets this is compiled for (and tests on x86_64);
+        // the slices it returns borrow `s`, which outlives them.
+        #[allow(unsafe_code)]
+        let data = unsafe { s.data() };
+        if let Ok(data) = data {
+            let n = match data {
+                PyStringData::Ucs1(d) if d.is_ascii() => return Ok(Cow::Borrowed(d)),
+                PyStringData::Ucs1(d) => crate::encode_code_points(d, stack),
+                PyStringData::Ucs2(d) => crate::encode_code_points(d, stack),
+                PyStringData::Ucs4(d) => crate::encode_code_points(d, stack),
+            };
+            if let Some(n) = n {
+                return Ok(Cow::Borrowed(&stack[..n]));
+            }
+        }
+    }
+    #[cfg(not(all(not(any(Py_LIMITED_API, PyPy, GraalPy)), target_endian = "little")))]
+    let _ = stack;
+    str_bytes(s)
+}
+
 /// A `str` from bytes produced by the core (valid UTF-8, or surrogates from `surrogatepass`).
 fn make_str<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyString>> {
     if bytes.is_empty() {
@@ -324,7 +360,8 @@ fn feed_text_nonempty<'py>(
     st: &mut TextStream,
     text: &Bound<'py, PyString>,
 ) -> PyResult<Option<Bound<'py, PyString>>> {
-    let bytes = str_bytes(text)?;
+    let mut stack = [0u8; CHUNK_STACK];
+    let bytes = chunk_utf8(text, &mut stack)?;
     let before = *st;
     let e = st.feed(set, &bytes).map_err(|e| map_error(py, &e))?;
     if e.from_held == 0 {

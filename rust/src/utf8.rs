@@ -121,6 +121,42 @@ impl<'a> Iterator for Pieces<'a> {
     }
 }
 
+/// Encodes code points (a Python `str`'s Latin-1, UCS-2 or UCS-4 storage) as UTF-8 into `out`,
+/// lone surrogates as three bytes like CPython's `surrogatepass`. Returns the length written,
+/// or `None` when `out` might be too small (it must hold 4 bytes per code point; the caller
+/// then falls back to a heap buffer).
+#[inline]
+pub fn encode_code_points<T: Copy + Into<u32>>(units: &[T], out: &mut [u8]) -> Option<usize> {
+    if units.len().checked_mul(4)? > out.len() {
+        return None;
+    }
+    let mut n = 0;
+    for &u in units {
+        let c: u32 = u.into();
+        // Each `as u8` keeps only the bits its byte holds.
+        if c < 0x80 {
+            out[n] = c as u8;
+            n += 1;
+        } else if c < 0x800 {
+            out[n] = 0xC0 | (c >> 6) as u8;
+            out[n + 1] = 0x80 | (c & 0x3F) as u8;
+            n += 2;
+        } else if c < 0x1_0000 {
+            out[n] = 0xE0 | (c >> 12) as u8;
+            out[n + 1] = 0x80 | ((c >> 6) & 0x3F) as u8;
+            out[n + 2] = 0x80 | (c & 0x3F) as u8;
+            n += 3;
+        } else {
+            out[n] = 0xF0 | ((c >> 18) & 0x07) as u8;
+            out[n + 1] = 0x80 | ((c >> 12) & 0x3F) as u8;
+            out[n + 2] = 0x80 | ((c >> 6) & 0x3F) as u8;
+            out[n + 3] = 0x80 | (c & 0x3F) as u8;
+            n += 4;
+        }
+    }
+    Some(n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,6 +185,25 @@ mod tests {
         for (input, want) in cases {
             assert_eq!(head(input), *want, "{input:x?}");
         }
+    }
+
+    #[test]
+    fn code_points_encode_like_std_and_surrogatepass() {
+        let text = "aé€中😀\u{10FFFF}\u{7F}\u{80}\u{7FF}\u{800}\u{FFFF}\u{10000}";
+        let mut out = [0u8; 64];
+        let ucs4: Vec<u32> = text.chars().map(u32::from).collect();
+        let n = encode_code_points(&ucs4, &mut out).unwrap();
+        assert_eq!(&out[..n], text.as_bytes());
+        let ucs2: Vec<u16> = "aé€中".encode_utf16().collect();
+        let n = encode_code_points(&ucs2, &mut out).unwrap();
+        assert_eq!(&out[..n], "aé€中".as_bytes());
+        let latin1: Vec<u8> = vec![b'a', 0xE9, 0xFF];
+        let n = encode_code_points(&latin1, &mut out).unwrap();
+        assert_eq!(&out[..n], "aéÿ".as_bytes());
+        // A lone surrogate: three bytes, as `"\ud800".encode("utf-8", "surrogatepass")`.
+        let n = encode_code_points(&[0xD800u16, 0x61], &mut out).unwrap();
+        assert_eq!(&out[..n], b"\xed\xa0\x80a");
+        assert_eq!(encode_code_points(&ucs4, &mut out[..ucs4.len() * 4 - 1]), None);
     }
 
     #[test]
