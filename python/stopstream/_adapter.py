@@ -20,6 +20,8 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, It
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
+from stopstream._finalize import aclose_all
+
 if TYPE_CHECKING:
     from typing_extensions import Self
 
@@ -152,25 +154,6 @@ def _close_sync(objects: Iterable[object]) -> None:
                 if callable(close_coro):
                     close_coro()
         except BaseException as exc:  # close everything, then raise the first error
-            if error is None:
-                error = exc
-    if error is not None:
-        raise error
-
-
-async def _close_async(objects: Iterable[object]) -> None:
-    error: BaseException | None = None
-    for obj in objects:
-        close = getattr(obj, "aclose", None)
-        if not callable(close):
-            close = getattr(obj, "close", None)
-        if not callable(close):
-            continue
-        try:
-            result = close()
-            if inspect.isawaitable(result):
-                await result
-        except BaseException as exc:
             if error is None:
                 error = exc
     if error is not None:
@@ -354,7 +337,7 @@ class AsyncAdapterStream(Generic[_Out]):
         self._closed = True
         iterator, source = self._iterator, self._source
         self._iterator = self._source = None
-        await _close_async(obj for obj in (iterator, source) if obj is not None)
+        await aclose_all(obj for obj in (iterator, source) if obj is not None)
 
     async def aclose(self) -> None:
         """End the stream and close the upstream (once; later calls do nothing)."""

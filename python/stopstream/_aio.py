@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from stopstream._core import ByteStopFilter, StopFilter
+from stopstream._finalize import aclose_all
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -29,6 +30,7 @@ class AsyncStopStream(Generic[_Chunk]):
     """Async iterator applying stop sequences to an upstream async iterable of chunks."""
 
     __slots__ = (
+        "_close_requested",
         "_closing",
         "_deferred",
         "_done",
@@ -67,6 +69,7 @@ class AsyncStopStream(Generic[_Chunk]):
         self._position = 0
         self._done = False
         self._closing = False
+        self._close_requested = False
         self._running = False
         self._deferred: Exception | None = None
 
@@ -74,7 +77,7 @@ class AsyncStopStream(Generic[_Chunk]):
         return self
 
     async def __anext__(self) -> _Chunk:
-        # One coroutine per item, no helper coroutines: each costs an allocation and a frame.
+        # One coroutine per item, no nested coroutines: each costs an allocation and a frame.
         if self._running:
             raise RuntimeError(
                 "stream is already being iterated (concurrent __anext__ or re-entrant call)"
@@ -90,7 +93,14 @@ class AsyncStopStream(Generic[_Chunk]):
                     raise StopAsyncIteration
                 try:
                     item = await iterator.__anext__()
+                    if self._close_requested:
+                        # Closed by another task while waiting: no more output.
+                        raise StopAsyncIteration
                 except StopAsyncIteration:
+                    if self._close_requested:
+                        self._done = True
+                        await self._close_upstream()
+                        raise
                     # Ran out by itself: nothing to close.
                     self._iterator = self._source = None
                     self._done = True
@@ -100,7 +110,7 @@ class AsyncStopStream(Generic[_Chunk]):
                     raise
                 except asyncio.CancelledError:
                     self._done = True
-                    await self.aclose()
+                    await self._close_upstream()
                     raise
                 except BaseException:
                     self._done = True
@@ -108,20 +118,27 @@ class AsyncStopStream(Generic[_Chunk]):
                 position = self._position
                 self._position = position + 1
                 feed = self._feed
+                bad: BaseException | None = None
                 try:
                     out = feed(item) if feed is not None else self._first(item, position)
-                except (TypeError, ValueError) as exc:
+                except TypeError:
+                    bad = self._type_error(item, position)
+                except ValueError as exc:
+                    bad = exc
+                if bad is not None:
                     # The bad item is consumed and cannot be fed again; going on would splice
-                    # the text around it. End the stream and cancel the upstream.
+                    # the text around it. End the stream and cancel the upstream; a failure to
+                    # close is kept as the error's context.
                     self._done = True
-                    await self.aclose()
-                    if isinstance(exc, TypeError):
-                        raise self._type_error(item, position) from None
-                    raise
+                    try:
+                        await self._close_upstream()
+                    except Exception as close_error:
+                        bad.__context__ = close_error
+                    raise bad
                 if self._stopped():
                     self._done = True
                     try:
-                        await self.aclose()
+                        await self._close_upstream()
                     except Exception as exc:
                         if not out:
                             raise
@@ -166,23 +183,26 @@ class AsyncStopStream(Generic[_Chunk]):
         )
 
     async def aclose(self) -> None:
-        """Stop the stream and close the upstream (once; later calls do nothing)."""
+        """Stop the stream and close the upstream (once; later calls do nothing).
+
+        Called from another task while this stream waits on the upstream, it only records the
+        request: the waiting ``__anext__`` closes the upstream as soon as its pull returns, and
+        the stream then ends.
+        """
         self._done = True
+        if self._running:
+            self._close_requested = True
+            return
+        await self._close_upstream()
+
+    async def _close_upstream(self) -> None:
         if self._closing:
             return
         self._closing = True
         iterator, source = self._iterator, self._source
         self._iterator = self._source = None
-        errors: list[BaseException] = []
-        for obj in (iterator, source):
-            close = getattr(obj, "aclose", None) if obj is not None else None
-            if close is not None:
-                try:
-                    await close()
-                except Exception as exc:
-                    errors.append(exc)
-        if errors:
-            raise errors[0]
+        # ``aclose()`` where there is one, else ``close()`` (awaited if it returns an awaitable).
+        await aclose_all(obj for obj in (iterator, source) if obj is not None)
 
     async def __aenter__(self) -> Self:
         return self

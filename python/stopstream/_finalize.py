@@ -8,6 +8,9 @@ together. (A native class cannot have a finalizer of its own.)
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Iterable
+
 
 class UpstreamCloser:
     """Calls ``close()`` once on each target that has one, when asked or when dropped."""
@@ -36,3 +39,25 @@ class UpstreamCloser:
 
     def __del__(self) -> None:
         self.close()
+
+
+async def aclose_all(objects: Iterable[object]) -> None:
+    """Closes each object: ``aclose()`` where it has one, else ``close()`` (awaited when it
+    returns an awaitable, as the SDKs' async streams' ``close()`` does). All are closed even if
+    one fails; the first error is raised afterwards."""
+    error: BaseException | None = None
+    for obj in objects:
+        close = getattr(obj, "aclose", None)
+        if not callable(close):
+            close = getattr(obj, "close", None)
+        if not callable(close):
+            continue
+        try:
+            result = close()
+            if inspect.isawaitable(result):
+                await result
+        except BaseException as exc:
+            if error is None:
+                error = exc
+    if error is not None:
+        raise error

@@ -83,8 +83,8 @@ pub struct Automaton {
     /// The stops as UTF-8 bytes (lone surrogates encoded as three bytes, like CPython's
     /// `surrogatepass`), in the order given.
     patterns: Vec<Box<[u8]>>,
-    /// Byte → class.
-    classes: [u8; 256],
+    /// Byte → class (up to 256 used bytes plus the shared class 0, so `u16`).
+    classes: [u16; 256],
     /// Dense rows: `table[sid + class]` for a dense state id `sid` (premultiplied by
     /// `1 << shift`).
     table: Vec<u32>,
@@ -211,12 +211,12 @@ impl Automaton {
         let trie = Trie::new(&patterns);
         let n = trie.edges.len();
 
-        let mut classes = [0u8; 256];
+        let mut classes = [0u16; 256];
         let mut nclasses = 1usize;
         for pat in &patterns {
             for &b in &**pat {
                 if classes[b as usize] == 0 {
-                    classes[b as usize] = nclasses as u8;
+                    classes[b as usize] = nclasses as u16;
                     nclasses += 1;
                 }
             }
@@ -435,10 +435,14 @@ impl Automaton {
     }
 }
 
+/// The largest total length of the stops: it bounds the number of states, whose ids must stay
+/// below [`SPARSE`]. (Past it, the tables alone would take tens of GiB.)
+pub(crate) const MAX_TOTAL_LEN: usize = (SPARSE as usize) - 2;
+
 fn to_u32(n: usize) -> u32 {
-    // The state count is bounded by the total length of the stops; 2^30 states would need tens
-    // of GiB of tables, far past any real stop list.
-    u32::try_from(n).ok().filter(|&v| v < SPARSE).expect("stop list too large for a state id")
+    // Every number converted here is at most the state count, which `MAX_TOTAL_LEN` bounds
+    // (checked by `StopSet` before building), so this cannot fail.
+    u32::try_from(n).ok().filter(|&v| v < SPARSE).unwrap_or(ID_MASK)
 }
 
 #[cfg(test)]
@@ -504,6 +508,21 @@ mod tests {
         assert_eq!(a.held(s), b"</a");
         text.push_str(">yy");
         assert_eq!(first_stop(&a, &text), Some((0, 1005)));
+    }
+
+    #[test]
+    fn every_byte_value_gets_its_own_class() {
+        // 256 used bytes: the class numbers must not wrap onto class 0.
+        let stops: Vec<Box<[u8]>> = (0..=255u8).map(|b| vec![b, b].into()).collect();
+        for budget in [DENSE_BUDGET, 1] {
+            let a = Automaton::with_budget(stops.clone(), budget);
+            for b in 0..=255u8 {
+                match a.scan(Automaton::START, &[b.wrapping_add(1), b, b]) {
+                    Step::Stop(h) => assert_eq!((h.pattern, h.end), (b as usize, 3)),
+                    Step::Continue(_) => panic!("byte {b} missed"),
+                }
+            }
+        }
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub struct Error {
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum ErrorKind {
     EmptyStop { index: usize },
+    TooLarge { total: usize },
     Decode(DecodeError),
     Finished,
 }
@@ -35,6 +36,15 @@ pub struct DecodeError {
 impl Error {
     pub(crate) fn empty_stop(index: usize) -> Error {
         Error { kind: ErrorKind::EmptyStop { index } }
+    }
+
+    pub(crate) fn too_large(total: usize) -> Error {
+        Error { kind: ErrorKind::TooLarge { total } }
+    }
+
+    /// Whether the stops are too long in total for one automaton (over 2^30 bytes).
+    pub fn is_too_large(&self) -> bool {
+        matches!(self.kind, ErrorKind::TooLarge { .. })
     }
 
     pub(crate) fn decode(e: DecodeError) -> Error {
@@ -72,6 +82,9 @@ impl fmt::Display for Error {
         match &self.kind {
             ErrorKind::EmptyStop { index } => {
                 write!(f, "stop sequence at position {index} is empty")
+            }
+            ErrorKind::TooLarge { total } => {
+                write!(f, "stop sequences too long in total ({total}+ bytes; the limit is 2^30)")
             }
             ErrorKind::Decode(e) => write!(
                 f,

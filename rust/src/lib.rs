@@ -97,10 +97,15 @@ impl StopSet {
         B: AsRef<[u8]>,
     {
         let mut patterns = Vec::new();
+        let mut total = 0usize;
         for (i, s) in stops.into_iter().enumerate() {
             let s = s.as_ref();
             if s.is_empty() {
                 return Err(Error::empty_stop(i));
+            }
+            total = total.saturating_add(s.len());
+            if total > automaton::MAX_TOTAL_LEN {
+                return Err(Error::too_large(total));
             }
             patterns.push(Box::from(s));
         }

@@ -16,7 +16,9 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyUnicodeDecodeError, PyValueError};
+use pyo3::exceptions::{
+    PyMemoryError, PyRuntimeError, PyTypeError, PyUnicodeDecodeError, PyValueError,
+};
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -24,7 +26,7 @@ use pyo3::types::{PyByteArray, PyBytes, PyIterator, PyList, PyMemoryView, PyStri
 use pyo3::PyTraverseError;
 
 use crate::lock::{Guard, TryLock};
-use crate::{ByteOut, ByteStream, Error, Status, StopSet, TextStream};
+use crate::{ByteOut, ByteStream, Emit, Error, Status, StopSet, TextStream};
 
 /// Inputs at least this long are scanned with the GIL released.
 const DETACH_THRESHOLD: usize = 1 << 20;
@@ -256,6 +258,9 @@ fn map_error(py: Python<'_>, e: &Error) -> PyErr {
     if let Some(i) = e.empty_stop_index() {
         return PyValueError::new_err(format!("stop at position {i} is empty"));
     }
+    if e.is_too_large() {
+        return PyMemoryError::new_err(e.to_string());
+    }
     if let Some(d) = e.decode_error() {
         let reason = match d.reason {
             "invalid start byte" => c"invalid start byte",
@@ -296,13 +301,19 @@ fn try_lock<'a, T>(_py: Python<'_>, m: &'a TryLock<T>) -> Option<Guard<'a, T>> {
     }
 }
 
-/// Waits for the per-object lock. Under the GIL it is always free (nothing that holds it runs
-/// Python code); in a free-threaded build a concurrent call on the same object yields its thread,
-/// detached from the interpreter, until the holder is done: calls are serialized.
-fn lock<'a, T>(py: Python<'_>, m: &'a TryLock<T>) -> Guard<'a, T> {
+/// The per-object lock of a filter. Filters hold it only around their pure-Rust work (Python
+/// objects are built before taking it and after releasing it), so under the GIL it is always
+/// free, except for a call that re-enters the filter while it is held, which can only come from
+/// a bug: that raises `RuntimeError` rather than deadlock. In a free-threaded build a concurrent
+/// call on the same filter yields its thread, detached from the interpreter, until the holder
+/// is done: calls are serialized.
+fn lock<'a, T>(py: Python<'_>, m: &'a TryLock<T>) -> PyResult<Guard<'a, T>> {
     loop {
         if let Some(g) = try_lock(py, m) {
-            return g;
+            return Ok(g);
+        }
+        if cfg!(not(Py_GIL_DISABLED)) {
+            return Err(PyRuntimeError::new_err("filter called re-entrantly while in use"));
         }
         py.detach(std::thread::yield_now);
     }
@@ -343,27 +354,16 @@ fn parse_errors(errors: &str) -> PyResult<bool> {
 // ---------------------------------------------------------------------------------------------
 // Text
 
-/// Feeds one `str` chunk; returns the text now safe to emit.
-fn feed_text<'py>(
+/// The text to emit after a `feed` of `text` (whose UTF-8 is `bytes`) that moved the stream from
+/// `before` and emitted `e`; `None` when nothing is emitted.
+fn text_output<'py>(
     py: Python<'py>,
     set: &StopSet,
-    st: &mut TextStream,
+    before: &TextStream,
+    e: Emit,
     text: &Bound<'py, PyString>,
-) -> PyResult<Bound<'py, PyString>> {
-    Ok(feed_text_nonempty(py, set, st, text)?.unwrap_or_else(|| PyString::new(py, "")))
-}
-
-/// Like [`feed_text`], but `None` when nothing is emitted (the pull API never yields "").
-fn feed_text_nonempty<'py>(
-    py: Python<'py>,
-    set: &StopSet,
-    st: &mut TextStream,
-    text: &Bound<'py, PyString>,
+    bytes: &[u8],
 ) -> PyResult<Option<Bound<'py, PyString>>> {
-    let mut stack = [0u8; CHUNK_STACK];
-    let bytes = chunk_utf8(text, &mut stack)?;
-    let before = *st;
-    let e = st.feed(set, &bytes).map_err(|e| map_error(py, &e))?;
     if e.from_held == 0 {
         if e.from_input == 0 {
             return Ok(None);
@@ -410,18 +410,27 @@ impl StopFilter {
             };
             PyTypeError::new_err(format!("feed() takes str, not {}{hint}", type_name(text)))
         })?;
-        let mut st = lock(py, &self.state);
-        feed_text(py, &self.stops.set, &mut st, text)
+        let set = &*self.stops.set;
+        let mut stack = [0u8; CHUNK_STACK];
+        let bytes = chunk_utf8(text, &mut stack)?;
+        let (before, result) = {
+            let mut st = lock(py, &self.state)?;
+            let before = *st;
+            (before, st.feed(set, &bytes))
+        };
+        let e = result.map_err(|e| map_error(py, &e))?;
+        let out = text_output(py, set, &before, e, text, &bytes)?;
+        Ok(out.unwrap_or_else(|| PyString::new(py, "")))
     }
 
     fn finish<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyString>> {
-        let mut st = lock(py, &self.state);
-        let held = st.finish(&self.stops.set);
+        let held = lock(py, &self.state)?.finish(&self.stops.set);
         make_str(py, held)
     }
 
-    fn reset(&self, py: Python<'_>) {
-        lock(py, &self.state).reset();
+    fn reset(&self, py: Python<'_>) -> PyResult<()> {
+        lock(py, &self.state)?.reset();
+        Ok(())
     }
 
     #[getter]
@@ -430,39 +439,39 @@ impl StopFilter {
     }
 
     #[getter]
-    fn include_stop(&self, py: Python<'_>) -> bool {
-        lock(py, &self.state).include_stop()
+    fn include_stop(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(lock(py, &self.state)?.include_stop())
     }
 
     #[getter]
-    fn stopped(&self, py: Python<'_>) -> bool {
-        matches!(lock(py, &self.state).status(), Status::Stopped(_))
+    fn stopped(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(matches!(lock(py, &self.state)?.status(), Status::Stopped(_)))
     }
 
     #[getter]
-    fn stop_sequence(&self, py: Python<'_>) -> Option<Py<PyAny>> {
-        let status = lock(py, &self.state).status();
-        stop_sequence(py, &self.stops, status)
+    fn stop_sequence(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        let status = lock(py, &self.state)?.status();
+        Ok(stop_sequence(py, &self.stops, status))
     }
 
     #[getter]
-    fn stop_index(&self, py: Python<'_>) -> Option<usize> {
-        stop_index(lock(py, &self.state).status())
+    fn stop_index(&self, py: Python<'_>) -> PyResult<Option<usize>> {
+        Ok(stop_index(lock(py, &self.state)?.status()))
     }
 
     #[getter]
-    fn stop_reason(&self, py: Python<'_>) -> Option<&'static str> {
-        stop_reason(lock(py, &self.state).status())
+    fn stop_reason(&self, py: Python<'_>) -> PyResult<Option<&'static str>> {
+        Ok(stop_reason(lock(py, &self.state)?.status()))
     }
 
     #[getter]
     fn pending<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyString>> {
-        let st = lock(py, &self.state);
-        make_str(py, st.held(&self.stops.set))
+        let held = lock(py, &self.state)?.held(&self.stops.set);
+        make_str(py, held)
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let include = self.include_stop(py);
+        let include = self.include_stop(py)?;
         let stops = self.stops.tuple.bind(py).repr()?;
         Ok(format!("StopFilter({stops}, include_stop={})", if include { "True" } else { "False" }))
     }
@@ -471,20 +480,21 @@ impl StopFilter {
 // ---------------------------------------------------------------------------------------------
 // Bytes
 
-fn feed_bytes<'py>(
+/// The bytes to emit after a `feed` of `data` (whose bytes are `bytes`) that produced `result`,
+/// with `out` the buffer it wrote to.
+fn bytes_output<'py>(
     py: Python<'py>,
-    set: &StopSet,
-    st: &mut ByteStream,
+    result: Result<ByteOut, Error>,
     data: &Bound<'py, PyAny>,
     bytes: &[u8],
+    out: &[u8],
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let mut out = Vec::new();
-    match st.feed(set, bytes, &mut out).map_err(|e| map_error(py, &e))? {
+    match result.map_err(|e| map_error(py, &e))? {
         ByteOut::Input => match data.cast_exact::<PyBytes>() {
             Ok(b) => Ok(b.clone()),
             Err(_) => Ok(PyBytes::new(py, bytes)),
         },
-        ByteOut::Buffer => Ok(PyBytes::new(py, &out)),
+        ByteOut::Buffer => Ok(PyBytes::new(py, out)),
     }
 }
 
@@ -529,19 +539,21 @@ impl ByteStopFilter {
                 type_name(data)
             )));
         };
-        let mut st = lock(py, &self.state);
-        feed_bytes(py, &self.stops.set, &mut st, data, &bytes)
+        let mut out = Vec::new();
+        let result = lock(py, &self.state)?.feed(&self.stops.set, &bytes, &mut out);
+        bytes_output(py, result, data, &bytes, &out)
     }
 
     fn finish<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let mut st = lock(py, &self.state);
         let mut out = Vec::new();
-        st.finish(&self.stops.set, &mut out).map_err(|e| map_error(py, &e))?;
+        let result = lock(py, &self.state)?.finish(&self.stops.set, &mut out);
+        result.map_err(|e| map_error(py, &e))?;
         Ok(PyBytes::new(py, &out))
     }
 
-    fn reset(&self, py: Python<'_>) {
-        lock(py, &self.state).reset();
+    fn reset(&self, py: Python<'_>) -> PyResult<()> {
+        lock(py, &self.state)?.reset();
+        Ok(())
     }
 
     #[getter]
@@ -550,48 +562,44 @@ impl ByteStopFilter {
     }
 
     #[getter]
-    fn include_stop(&self, py: Python<'_>) -> bool {
-        lock(py, &self.state).include_stop()
+    fn include_stop(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(lock(py, &self.state)?.include_stop())
     }
 
     #[getter]
-    fn errors(&self, py: Python<'_>) -> &'static str {
-        if lock(py, &self.state).replace() {
-            "replace"
-        } else {
-            "strict"
-        }
+    fn errors(&self, py: Python<'_>) -> PyResult<&'static str> {
+        Ok(if lock(py, &self.state)?.replace() { "replace" } else { "strict" })
     }
 
     #[getter]
-    fn stopped(&self, py: Python<'_>) -> bool {
-        matches!(lock(py, &self.state).status(), Status::Stopped(_))
+    fn stopped(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(matches!(lock(py, &self.state)?.status(), Status::Stopped(_)))
     }
 
     #[getter]
-    fn stop_sequence(&self, py: Python<'_>) -> Option<Py<PyAny>> {
-        let status = lock(py, &self.state).status();
-        stop_sequence(py, &self.stops, status)
+    fn stop_sequence(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        let status = lock(py, &self.state)?.status();
+        Ok(stop_sequence(py, &self.stops, status))
     }
 
     #[getter]
-    fn stop_index(&self, py: Python<'_>) -> Option<usize> {
-        stop_index(lock(py, &self.state).status())
+    fn stop_index(&self, py: Python<'_>) -> PyResult<Option<usize>> {
+        Ok(stop_index(lock(py, &self.state)?.status()))
     }
 
     #[getter]
-    fn stop_reason(&self, py: Python<'_>) -> Option<&'static str> {
-        stop_reason(lock(py, &self.state).status())
+    fn stop_reason(&self, py: Python<'_>) -> PyResult<Option<&'static str>> {
+        Ok(stop_reason(lock(py, &self.state)?.status()))
     }
 
     #[getter]
-    fn pending<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        let st = lock(py, &self.state);
-        PyBytes::new(py, &byte_pending(&self.stops.set, &st))
+    fn pending<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let pending = byte_pending(&self.stops.set, &*lock(py, &self.state)?);
+        Ok(PyBytes::new(py, &pending))
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let st = *lock(py, &self.state);
+        let st = *lock(py, &self.state)?;
         let stops = self.stops.tuple.bind(py).repr()?;
         Ok(format!(
             "ByteStopFilter({stops}, include_stop={}, errors={:?})",
@@ -803,7 +811,12 @@ impl StopStream {
         let set = &*self.stops.set;
         if let Mode::Text(t) = &mut st.mode {
             if let Ok(text) = item.cast::<PyString>() {
-                return Ok(feed_text_nonempty(py, set, t, text)?.map(Bound::into_any));
+                let mut stack = [0u8; CHUNK_STACK];
+                let bytes = chunk_utf8(text, &mut stack)?;
+                let before = *t;
+                let e = t.feed(set, &bytes).map_err(|e| map_error(py, &e))?;
+                let out = text_output(py, set, &before, e, text, &bytes)?;
+                return Ok(out.map(Bound::into_any));
             }
         }
         if matches!(st.mode, Mode::Unknown) {
@@ -827,7 +840,9 @@ impl StopStream {
                         type_name(item)
                     )));
                 };
-                let out = feed_bytes(py, set, b, item, &bytes)?;
+                let mut buf = Vec::new();
+                let result = b.feed(set, &bytes, &mut buf);
+                let out = bytes_output(py, result, item, &bytes, &buf)?;
                 Ok((!out.as_bytes().is_empty()).then(|| out.into_any()))
             }
             _ => Err(PyTypeError::new_err(format!(
@@ -892,8 +907,11 @@ impl StopStream {
                 Err(err) => {
                     // The bad item is consumed and cannot be fed again; going on would splice
                     // the text around it. End the stream (like an upstream error) and cancel
-                    // the upstream.
-                    return Err(st.close_upstream(py).err().unwrap_or(err));
+                    // the upstream. A failure to close is kept as the error's context.
+                    if let Err(close_error) = st.close_upstream(py) {
+                        err.set_context(py, Some(close_error));
+                    }
+                    return Err(err);
                 }
             };
             if matches!(st.mode.status(), Status::Stopped(_)) {
@@ -965,6 +983,16 @@ impl StopStream {
             result = closed.and(result.map(|_| None));
         }
         self.publish(&st);
+        drop(st);
+        if self.close_requested.load(Ordering::Acquire) {
+            // A `close()` that came after the check above found the lock taken and left its
+            // request (possible only in a free-threaded build): carry it out now.
+            if let Some(mut st) = try_lock(py, &self.state) {
+                if let Err(err) = st.close_upstream(py) {
+                    err.write_unraisable(py, None);
+                }
+            }
+        }
         result
     }
 
