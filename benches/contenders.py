@@ -10,7 +10,7 @@ contract's (earliest end, then longest) on overlapping stops.
 ``vllm`` and ``holdall`` take an optional ``probe`` list: when given, they append, after each
 chunk, how many received characters they hold back (not yet emitted, not cut by a stop).
 ``held_stopstream`` and ``held_minimum`` record the same for stopstream and for the
-reference (the exact minimum, SPEC section 2.5).
+reference (the exact minimum, contract §2.5).
 """
 
 from __future__ import annotations

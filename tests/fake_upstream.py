@@ -1,4 +1,4 @@
-"""A fake model server for the end-to-end tests, and a helper to serve ASGI apps on loopback.
+"""A fake model server for the end-to-end tests, and a function that serves ASGI apps on loopback.
 
 ``FakeUpstream`` is a raw ASGI app answering ``POST .../chat/completions`` (OpenAI) and
 ``POST .../v1/messages`` (Anthropic) with streams in the providers' shapes, paced so that a

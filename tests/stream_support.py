@@ -1,4 +1,4 @@
-"""Shared helpers for the ``wrap`` / ``awrap`` tests.
+"""Shared support code for the ``wrap`` / ``awrap`` tests.
 
 * ``expected_run`` plays a chunk list through a reference filter the way a stream wrapper must:
   it pulls items until a stop fires, skips empty outputs, and finishes at the end of input.

@@ -220,7 +220,7 @@ def test_truncate_matches_reference(case: tuple[list[str], str], include_stop: b
     assert result == expected
 
 
-# Chunk invariance (SPEC 2.4), checked on the compiled filters alone.
+# Chunk invariance (contract §2.4), checked on the compiled filters alone.
 
 
 def run_str(stops: Sequence[str], chunks: Sequence[str], include_stop: bool) -> tuple[object, ...]:

@@ -1,4 +1,4 @@
-"""Bad inputs (SPEC section 3) raise the named exception, and the filter stays usable."""
+"""Bad inputs (contract §3) raise the named exception, and the filter stays usable."""
 
 from __future__ import annotations
 

@@ -371,7 +371,7 @@ def test_anthropic_stop_fires_in_the_gateway(fake: FakeUpstream, gateway: str) -
     assert_closed_early(fake.last)
 
 
-def test_anthropic_message_helper(fake: FakeUpstream, gateway: str) -> None:
+def test_anthropic_sdk_final_message(fake: FakeUpstream, gateway: str) -> None:
     fake.messages = MessagesScript([("text", ["Hello", "\n", "\nUser:", " hi", *tail()])])
     with (
         anthropic_client(gateway) as client,

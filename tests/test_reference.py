@@ -1,6 +1,6 @@
-"""The contract by example: SPEC section 5 and hand-written cases, run against every implementation.
+"""The contract by example: contract §5 and hand-written cases, run against every implementation.
 
-Expected values here are worked out by hand from SPEC sections 2-4, not produced by either
+Expected values here are worked out by hand from contract §2-4, not produced by either
 implementation. The last part checks the reference's shortcuts against the literal definitions.
 """
 
@@ -59,14 +59,14 @@ class ByteExample:
     id: str = field(default="", compare=False)
 
 
-SPEC_STR_EXAMPLES = [
+CONTRACT_STR_EXAMPLES = [
     StrExample(["</answer>"], ["Hello </ans", "wer> tail"], ["Hello ", ""], "", "</answer>", 0),
     StrExample(["</answer>"], ["a <", "b"], ["a ", "<b"], "", None),
     StrExample(["</answer>"], ["x </an"], ["x "], "</an", None),
     StrExample(["abcd", "bc"], ["abcd"], ["a"], "", "bc", 1),
     StrExample(["\n\nUser:"], ["a\n", "\nUser: hi"], ["a\n", "\nUser:"], "", "\n\nUser:", 0, True),
 ]
-SPEC_BYTE_EXAMPLES = [
+CONTRACT_BYTE_EXAMPLES = [
     ByteExample(
         ["</a>"],
         [b"caf\xc3", b"\xa9</", b"a> \xff"],
@@ -409,12 +409,12 @@ def run_bytes(impl: Implementation, example: ByteExample) -> None:
     assert f.finish() == b""
 
 
-@pytest.mark.parametrize("example", SPEC_STR_EXAMPLES)
+@pytest.mark.parametrize("example", CONTRACT_STR_EXAMPLES)
 def test_spec_examples_str(impl: Implementation, example: StrExample) -> None:
     run_str(impl, example)
 
 
-@pytest.mark.parametrize("example", SPEC_BYTE_EXAMPLES)
+@pytest.mark.parametrize("example", CONTRACT_BYTE_EXAMPLES)
 def test_spec_examples_bytes(impl: Implementation, example: ByteExample) -> None:
     run_bytes(impl, example)
 
@@ -430,7 +430,7 @@ def test_byte_examples(impl: Implementation, example: ByteExample) -> None:
 
 
 @pytest.mark.parametrize(
-    "example", SPEC_STR_EXAMPLES + STR_EXAMPLES, ids=lambda e: getattr(e, "id", "") or None
+    "example", CONTRACT_STR_EXAMPLES + STR_EXAMPLES, ids=lambda e: getattr(e, "id", "") or None
 )
 def test_str_examples_as_bytes(impl: Implementation, example: StrExample) -> None:
     """Each str example (without lone surrogates) gives the same result over UTF-8 chunks."""
@@ -452,7 +452,7 @@ def test_str_examples_as_bytes(impl: Implementation, example: StrExample) -> Non
     )
 
 
-@pytest.mark.parametrize("example", SPEC_STR_EXAMPLES + STR_EXAMPLES)
+@pytest.mark.parametrize("example", CONTRACT_STR_EXAMPLES + STR_EXAMPLES)
 def test_truncate_examples(impl: Implementation, example: StrExample) -> None:
     text = "".join(example.chunks)
     expected = "".join(example.outputs) + example.final
@@ -650,11 +650,11 @@ def test_long_stop(impl: Implementation) -> None:
     assert f.stop_sequence == stop
 
 
-# The reference's shortcuts against the literal definitions of SPEC section 2.
+# The reference's shortcuts against the literal definitions of contract §2.
 
 
 def literal_stop(text: str, stops: list[str]) -> tuple[int, int, int] | None:
-    """SPEC 2.2 word for word: scan end positions; at the first one with a stop ending there,
+    """contract §2.2 word for word: scan end positions; at the first one with a stop ending there,
     take the longest such stop, the first listed among equal ones."""
     for end in range(1, len(text) + 1):
         ending = [(i, s) for i, s in enumerate(stops) if text[:end].endswith(s)]
@@ -665,7 +665,7 @@ def literal_stop(text: str, stops: list[str]) -> tuple[int, int, int] | None:
 
 
 def literal_holdback(text: str, stops: list[str]) -> int:
-    """SPEC 2.5: the longest suffix of ``text`` that is a proper prefix of some stop."""
+    """contract §2.5: the longest suffix of ``text`` that is a proper prefix of some stop."""
     lengths = [
         n
         for n in range(min(len(text), max(map(len, stops), default=0)) + 1)

@@ -1,4 +1,4 @@
-"""Pure-Python reference implementation of the stopstream contract (SPEC sections 2-4).
+"""Pure-Python reference implementation of the stopstream contract (contract §2-4).
 
 This module is the executable statement of the matching rules, written to be plainly correct
 rather than fast: every ``feed`` re-examines everything received so far. The compiled filters in
@@ -44,13 +44,13 @@ StopReason = Literal["stop_sequence", "end"]
 """Why a filter ended: a stop sequence fired, or ``finish()`` was called without one."""
 
 Stops = str | Iterable[str] | None
-"""What the ``stops`` argument accepts (SPEC section 3)."""
+"""What the ``stops`` argument accepts (contract §3)."""
 
 _ERRORS_MODES = ("strict", "replace")
 
 
 def validate_stops(stops: object) -> tuple[str, ...]:
-    """Normalize ``stops`` to a tuple, raising as SPEC section 3 requires.
+    """Normalize ``stops`` to a tuple, raising as contract §3 requires.
 
     ``None`` means no stops; a single ``str`` is one stop; anything else must be an iterable of
     non-empty ``str``. A non-``str`` item is a ``TypeError`` and an empty string a
@@ -114,7 +114,7 @@ def held_suffix_length(text: str, stops: tuple[str, ...]) -> int:
 def reference_truncate(
     text: str, stops: Stops, include_stop: bool = False
 ) -> tuple[str, str | None]:
-    """Cut ``text`` at the first stop (SPEC section 2); return the text and the stop that fired."""
+    """Cut ``text`` at the first stop (contract §2); return the text and the stop that fired."""
     if not isinstance(text, str):
         raise TypeError(f"text must be str, not {type(text).__name__}")
     if not isinstance(include_stop, bool):

@@ -1,16 +1,19 @@
 //! Python bindings: convert, call the core, map errors. Nothing else lives here.
 //!
 //! Performance choices:
-//! * `str` chunks are read through CPython's cached UTF-8 view (`to_str`), which is zero-copy
-//!   for ASCII strings. A chunk that passes through whole is returned as the very same object.
-//! * Classes are `frozen`: no borrow flag. Per-object state sits behind a try-lock (`lock.rs`,
-//!   one atomic read-modify-write per call) that filters never hold while Python code can run,
-//!   so under the GIL it is never contended; in a free-threaded build concurrent calls on one
-//!   filter are serialized (the waiter yields detached, so a stop-the-world pause cannot
-//!   deadlock on it).
+//! * ASCII `str` chunks are read in place; other chunks are encoded onto the stack from the
+//!   string's own storage, so CPython never builds a UTF-8 copy per chunk. A chunk that passes
+//!   through whole is returned as the very same object.
+//! * Classes are `frozen`: no borrow flag. Per-object state sits behind a try-lock (`lock.rs`):
+//!   a plain flag under the GIL, an atomic in a free-threaded build. Filters take it only around
+//!   their pure-Rust work, building Python objects before and after, so no Python code (not even
+//!   a garbage-collection finalizer) runs while they hold it; in a free-threaded build concurrent
+//!   calls on one filter are serialized. The stream holds it across its upstream pull and
+//!   refuses a second entry instead.
 //! * The GIL is released only for one-shot `truncate` on large texts; for token-sized chunks a
 //!   release costs more than the scan.
-//! * Compiled stop lists are shared through `StopSet::cached`.
+//! * Compiled stop lists are shared: a small cache of recent lists here (compared item by item,
+//!   or by identity for the same tuple), then `StopSet::cached`.
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
