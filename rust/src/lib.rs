@@ -38,7 +38,8 @@
 //!   filter per request, usually with the same few stops.
 //! * Long inputs skip ahead with `memchr` while no stop is in progress.
 
-// The only `unsafe` is the small try-lock of the Python bindings (`lock.rs`).
+// `unsafe` appears only in the Python bindings: their try-lock (`lock.rs`) and reading a `str`
+// in place (`py.rs`), each with its safety argument.
 #![deny(unsafe_code)]
 
 mod automaton;
