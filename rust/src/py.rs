@@ -357,16 +357,19 @@ fn parse_errors(errors: &str) -> PyResult<bool> {
 // ---------------------------------------------------------------------------------------------
 // Text
 
-/// The text to emit after a `feed` of `text` (whose UTF-8 is `bytes`) that moved the stream from
-/// `before` and emitted `e`; `None` when nothing is emitted.
-fn text_output<'py>(
+/// Feeds a `str` chunk: `step` runs the stream's `feed` on the chunk's UTF-8 and returns the
+/// state from before the call with the outcome (the filter takes its lock there, the stream
+/// already holds its own). Returns the text to emit, `None` when nothing is emitted.
+fn feed_str<'py>(
     py: Python<'py>,
     set: &StopSet,
-    before: &TextStream,
-    e: Emit,
     text: &Bound<'py, PyString>,
-    bytes: &[u8],
+    step: impl FnOnce(&[u8]) -> PyResult<(TextStream, Result<Emit, Error>)>,
 ) -> PyResult<Option<Bound<'py, PyString>>> {
+    let mut stack = [0u8; CHUNK_STACK];
+    let bytes = chunk_utf8(text, &mut stack)?;
+    let (before, result) = step(&bytes)?;
+    let e = result.map_err(|e| map_error(py, &e))?;
     if e.from_held == 0 {
         if e.from_input == 0 {
             return Ok(None);
@@ -414,15 +417,11 @@ impl StopFilter {
             PyTypeError::new_err(format!("feed() takes str, not {}{hint}", type_name(text)))
         })?;
         let set = &*self.stops.set;
-        let mut stack = [0u8; CHUNK_STACK];
-        let bytes = chunk_utf8(text, &mut stack)?;
-        let (before, result) = {
+        let out = feed_str(py, set, text, |bytes| {
             let mut st = lock(py, &self.state)?;
             let before = *st;
-            (before, st.feed(set, &bytes))
-        };
-        let e = result.map_err(|e| map_error(py, &e))?;
-        let out = text_output(py, set, &before, e, text, &bytes)?;
+            Ok((before, st.feed(set, bytes)))
+        })?;
         Ok(out.unwrap_or_else(|| PyString::new(py, "")))
     }
 
@@ -814,11 +813,10 @@ impl StopStream {
         let set = &*self.stops.set;
         if let Mode::Text(t) = &mut st.mode {
             if let Ok(text) = item.cast::<PyString>() {
-                let mut stack = [0u8; CHUNK_STACK];
-                let bytes = chunk_utf8(text, &mut stack)?;
-                let before = *t;
-                let e = t.feed(set, &bytes).map_err(|e| map_error(py, &e))?;
-                let out = text_output(py, set, &before, e, text, &bytes)?;
+                let out = feed_str(py, set, text, |bytes| {
+                    let before = *t;
+                    Ok((before, t.feed(set, bytes)))
+                })?;
                 return Ok(out.map(Bound::into_any));
             }
         }
