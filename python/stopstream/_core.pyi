@@ -1,6 +1,6 @@
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import Generic, Literal, TypeAlias, TypeVar, final
+from typing import Any, Generic, Literal, TypeAlias, TypeVar, final
 
 from typing_extensions import Self
 
@@ -64,10 +64,13 @@ class StopStream(Generic[_Chunk]):
 
     def __new__(
         cls,
-        chunks: Iterable[str] | Iterable[bytes | bytearray | memoryview],
-        stops: _Stops,
+        chunks: Iterable[str] | Iterable[bytes | bytearray | memoryview] | Iterable[Any],
+        stops: _Stops = None,
         include_stop: bool = False,
         errors: str = "strict",
+        *,
+        stage: Any = None,
+        closer: Callable[..., Any] | None = None,
     ) -> Self: ...
     def __iter__(self) -> Self: ...
     def __next__(self) -> _Chunk: ...

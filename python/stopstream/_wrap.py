@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from stopstream._core import StopStream
+from stopstream._finalize import UpstreamCloser
 
 if TYPE_CHECKING:
     from stopstream._core import _Stops as Stops
+    from stopstream._lifecycle import Stage
 
 BytesLike = bytes | bytearray | memoryview
 
@@ -42,9 +44,9 @@ def wrap(
     from the upstream propagates unchanged; the stream then stays open (``stop_reason`` is
     ``None``, ``pending`` keeps the held text) and iterating it again ends at once.
     """
-    return StopStream(chunks, stops, include_stop, errors)
+    return StopStream(chunks, stops, include_stop, errors, closer=UpstreamCloser)
 
 
-def pull(source: Iterable[object], stage: object) -> StopStream[object]:
+def pull(source: Iterable[object], stage: Stage) -> StopStream[Any]:
     """The native lifecycle driver over a Python stage (the adapters' sync streams)."""
-    raise NotImplementedError
+    return StopStream(source, stage=stage, closer=UpstreamCloser)

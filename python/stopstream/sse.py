@@ -214,7 +214,9 @@ class SSEDriver:
 
     def end(self) -> list[bytes]:
         out = bytearray()
-        self._parser.finish()  # an unfinished last block is discarded
+        # The blocks the end of the body completes (a final "\r"); an unfinished one is dropped.
+        for event in self._parser.finish():
+            self._event(event, out)
         if not self._ended:
             self._ended = True
             self._write(self._machine.end(), None, None, out)
