@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from stopstream._core import ByteStopFilter, StopFilter
 from stopstream._finalize import aclose_all
+from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -49,7 +50,7 @@ class AsyncStopStream(Generic[_Chunk]):
         self,
         chunks: AsyncIterable[Any],
         stops: Stops,
-        include_stop: bool = False,
+        include_stop: bool | None = None,
         errors: str = "strict",
     ) -> None:
         if not isinstance(chunks, AsyncIterable):
@@ -57,9 +58,8 @@ class AsyncStopStream(Generic[_Chunk]):
         if errors not in ("strict", "replace"):
             raise ValueError(f"errors must be 'strict' or 'replace', not {errors!r}")
         # Validate and compile the stops now, so a bad list fails at the call site.
-        probe = StopFilter(stops, include_stop)
-        self._stops = probe.stops
-        self._include_stop = include_stop
+        self._stops = stop_set(stops, include_stop)
+        self._include_stop = self._stops.include_stop
         self._errors = errors
         self._filter: StopFilter | ByteStopFilter | None = None
         self._feed: Callable[[Any], str | bytes] | None = None
@@ -155,9 +155,9 @@ class AsyncStopStream(Generic[_Chunk]):
     def _ensure_filter(self, first: object) -> StopFilter | ByteStopFilter:
         if self._filter is None:
             if isinstance(first, str):
-                self._filter = StopFilter(self._stops, self._include_stop)
+                self._filter = StopFilter(self._stops)
             else:
-                self._filter = ByteStopFilter(self._stops, self._include_stop, self._errors)
+                self._filter = ByteStopFilter(self._stops, errors=self._errors)
         return self._filter
 
     def _first(self, item: object, position: int) -> str | bytes:
@@ -217,7 +217,7 @@ class AsyncStopStream(Generic[_Chunk]):
 
     @property
     def stops(self) -> tuple[str, ...]:
-        return self._stops
+        return self._stops.stops
 
     @property
     def include_stop(self) -> bool:
@@ -246,19 +246,22 @@ class AsyncStopStream(Generic[_Chunk]):
 
 @overload
 def awrap(
-    chunks: AsyncIterable[str], stops: Stops, include_stop: bool = False, errors: str = "strict"
+    chunks: AsyncIterable[str],
+    stops: Stops,
+    include_stop: bool | None = None,
+    errors: str = "strict",
 ) -> AsyncStopStream[str]: ...
 @overload
 def awrap(
     chunks: AsyncIterable[BytesLike],
     stops: Stops,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     errors: str = "strict",
 ) -> AsyncStopStream[bytes]: ...
 def awrap(
     chunks: AsyncIterable[str] | AsyncIterable[BytesLike],
     stops: Stops,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     errors: str = "strict",
 ) -> AsyncStopStream[str] | AsyncStopStream[bytes]:
     """Wrap an async iterable of ``str`` or bytes-like chunks; see ``wrap`` for the rules.

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, overload
 
-from stopstream._core import StopStream
+from stopstream._core import StopSet, StopStream
+from stopstream._finalize import UpstreamCloser
 
 if TYPE_CHECKING:
     from stopstream._core import _Stops as Stops
@@ -13,27 +14,36 @@ if TYPE_CHECKING:
 BytesLike = bytes | bytearray | memoryview
 
 
+def stop_set(stops: Stops, include_stop: bool | None) -> StopSet:
+    """``stops`` compiled, for the Python entry points: their ``include_stop=None`` means not
+    given (``False``, or a ``StopSet``'s own), which the native classes spell by omission."""
+    return StopSet(stops) if include_stop is None else StopSet(stops, include_stop)
+
+
 @overload
 def wrap(
     chunks: Iterable[str],
     stops: Stops,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     errors: str = "strict",
 ) -> StopStream[str]: ...
 @overload
 def wrap(
     chunks: Iterable[BytesLike],
     stops: Stops,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     errors: str = "strict",
 ) -> StopStream[bytes]: ...
 def wrap(
     chunks: Iterable[str] | Iterable[BytesLike],
     stops: Stops,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     errors: str = "strict",
 ) -> StopStream[str] | StopStream[bytes]:
     """Wrap an iterable of ``str`` (yields ``str``) or of bytes-like chunks (yields ``bytes``).
+
+    ``stops``: ``None``, one ``str``, an iterable of ``str`` or a ``StopSet``; ``include_stop``:
+    ``None`` (not given) means ``False``, or the ``StopSet``'s own.
 
     The stream yields only non-empty pieces and ends right after the piece in which a stop
     fired, closing the upstream (``close()`` on the iterator and on ``chunks`` where they have
@@ -42,4 +52,4 @@ def wrap(
     from the upstream propagates unchanged; the stream then stays open (``stop_reason`` is
     ``None``, ``pending`` keeps the held text) and iterating it again ends at once.
     """
-    return StopStream(chunks, stops, include_stop, errors)
+    return StopStream(chunks, stop_set(stops, include_stop), errors=errors, closer=UpstreamCloser)

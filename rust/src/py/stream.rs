@@ -5,13 +5,12 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyIterator, PyString, PyTuple};
 use pyo3::PyTraverseError;
 
 use super::convert::{bytes_output, chunk_bytes, feed_str, make_str};
 use super::errors::{map_error, parse_errors, type_name};
-use super::stopset::{parse_stops, stop_index, stop_reason, stop_sequence, Stops};
+use super::stopset::{resolve, stop_index, stop_reason, stop_sequence, IncludeStop, Stops};
 use super::try_lock;
 use crate::lock::TryLock;
 use crate::{ByteStream, Status, TextStream};
@@ -37,7 +36,8 @@ struct StreamState {
     mode: Mode,
     /// The upstream iterator, until the stream ends or is cleared by the GC.
     upstream: Option<Py<PyIterator>>,
-    /// A `stopstream._finalize.UpstreamCloser` holding the iterator and, when it is not its own
+    /// The closer made by the `closer` factory given (`stopstream.wrap` passes
+    /// `stopstream._finalize.UpstreamCloser`; none: the upstream is never closed), holding the iterator and, when it is not its own
     /// iterator, the object given (an SDK stream whose `__iter__` returns a generator, closed
     /// too so its connection is released). Dropping it closes them.
     closer: Option<Py<PyAny>>,
@@ -71,19 +71,16 @@ impl StreamState {
     }
 }
 
-static CLOSER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-
-pub(super) fn new_closer(
-    py: Python<'_>,
+/// The upstream's closer, made by `factory` (`stopstream.wrap` passes its `UpstreamCloser`)
+/// from the iterator and, when it is not its own iterator, the object given.
+fn new_closer(
+    factory: &Bound<'_, PyAny>,
     iter: &Bound<'_, PyIterator>,
     source: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Py<PyAny>> {
-    let class = CLOSER.get_or_try_init(py, || {
-        Ok::<_, PyErr>(py.import("stopstream._finalize")?.getattr("UpstreamCloser")?.unbind())
-    })?;
     let closer = match source {
-        Some(src) => class.bind(py).call1((iter, src))?,
-        None => class.bind(py).call1((iter,))?,
+        Some(src) => factory.call1((iter, src))?,
+        None => factory.call1((iter,))?,
     };
     Ok(closer.unbind())
 }
@@ -304,21 +301,23 @@ impl StopStream {
 #[pymethods]
 impl StopStream {
     #[new]
-    #[pyo3(signature = (chunks, stops, include_stop = false, errors = "strict"))]
+    #[pyo3(signature = (chunks, stops, include_stop = IncludeStop::default(), errors = "strict", *, closer = None))]
+    #[pyo3(text_signature = "(chunks, stops, include_stop=False, errors='strict', *, closer=None)")]
     fn new(
         py: Python<'_>,
         chunks: &Bound<'_, PyAny>,
         stops: Option<&Bound<'_, PyAny>>,
-        include_stop: bool,
+        include_stop: IncludeStop,
         errors: &str,
+        closer: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let replace = parse_errors(errors)?;
-        let stops = parse_stops(py, stops)?;
+        let (stops, include_stop) = resolve(py, stops, include_stop)?;
         let upstream = PyIterator::from_object(chunks).map_err(|_| {
             PyTypeError::new_err(format!("chunks must be iterable, not {}", type_name(chunks)))
         })?;
         let source = (!upstream.is(chunks)).then_some(chunks);
-        let closer = new_closer(py, &upstream, source)?;
+        let closer = closer.map(|f| new_closer(f, &upstream, source)).transpose()?;
         Ok(StopStream {
             stops,
             include_stop,
@@ -326,7 +325,7 @@ impl StopStream {
             state: TryLock::new(StreamState {
                 mode: Mode::Unknown,
                 upstream: Some(upstream.unbind()),
-                closer: Some(closer),
+                closer,
                 position: 0,
                 done: false,
                 deferred: None,
