@@ -37,9 +37,10 @@ struct StreamState {
     /// The upstream iterator, until the stream ends or is cleared by the GC.
     upstream: Option<Py<PyIterator>>,
     /// The closer made by the `closer` factory given (`stopstream.wrap` passes
-    /// `stopstream._finalize.UpstreamCloser`; none: the upstream is never closed), holding the iterator and, when it is not its own
-    /// iterator, the object given (an SDK stream whose `__iter__` returns a generator, closed
-    /// too so its connection is released). Dropping it closes them.
+    /// `stopstream._finalize.UpstreamCloser`; none: the upstream is never closed), holding the
+    /// iterator and, when it is not its own iterator, the object given (an SDK stream whose
+    /// `__iter__` returns a generator, closed too so its connection is released). Dropping it
+    /// closes them.
     closer: Option<Py<PyAny>>,
     /// Items pulled so far (to name a bad item's position).
     position: usize,
@@ -91,8 +92,9 @@ fn new_closer(
 /// lock per chunk. A second `__next__` meanwhile (another thread, or re-entry from the upstream)
 /// finds the lock taken and raises `RuntimeError`, as a generator that is already executing
 /// does; a `close()` meanwhile is recorded and carried out by the running `__next__` as soon as
-/// its pull returns (cancellation from another thread). The attributes are read from a snapshot published after every
-/// `__next__`, so they never wait and can be read from anywhere, upstream code included.
+/// its pull returns (cancellation from another thread). The attributes are read from a
+/// snapshot published after every `__next__`, so they never wait and can be read from anywhere,
+/// upstream code included.
 #[pyclass(frozen, module = "stopstream._core")]
 pub(super) struct StopStream {
     stops: Stops,
