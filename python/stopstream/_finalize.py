@@ -1,9 +1,10 @@
 """Closing a stream's upstream when the stream is dropped, reference cycles included.
 
-The native stream keeps one of these and hands it the objects to close. Its ``__del__`` is a
-finalizer, and the garbage collector runs every finalizer of a dead cycle before it clears any
-object in it, so the upstream is closed while still intact even when stream and upstream die
-together. (A native class cannot have a finalizer of its own.)
+``wrap`` passes this class to the native stream, which makes one over the objects to close
+(the native code never imports the package back). Its ``__del__`` is a finalizer, and the
+garbage collector runs every finalizer of a dead cycle before it clears any object in it, so the
+upstream is closed while still intact even when stream and upstream die together. (A native
+class cannot have a finalizer of its own.)
 """
 
 from __future__ import annotations

@@ -315,7 +315,7 @@ def wrap_openai(
     body: Iterable[BytesLike],
     stops: Stops,
     *,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     on_stop: OnStop = "close",
     n: int | None = None,
 ) -> OpenAISSEStream:
@@ -330,7 +330,7 @@ def awrap_openai(
     body: AsyncIterable[BytesLike],
     stops: Stops,
     *,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     on_stop: OnStop = "close",
     n: int | None = None,
 ) -> AsyncOpenAISSEStream:
@@ -342,7 +342,7 @@ def wrap_anthropic(
     body: Iterable[BytesLike],
     stops: Stops,
     *,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     on_stop: OnStop = "close",
 ) -> AnthropicSSEStream:
     """Apply ``stops`` to a Messages SSE body (an iterable of bytes); yields bytes.
@@ -356,7 +356,7 @@ def awrap_anthropic(
     body: AsyncIterable[BytesLike],
     stops: Stops,
     *,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     on_stop: OnStop = "close",
 ) -> AsyncAnthropicSSEStream:
     """Async twin of ``wrap_anthropic``."""

@@ -66,6 +66,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<filters::StopFilter>()?;
     m.add_class::<filters::ByteStopFilter>()?;
     m.add_class::<stream::StopStream>()?;
+    m.add_class::<stopset::Compiled>()?;
     m.add_function(wrap_pyfunction!(truncate::truncate, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -12,7 +12,7 @@ use pyo3::PyTraverseError;
 
 use super::convert::{bytes_output, chunk_bytes, feed_str, make_str};
 use super::errors::{map_error, parse_errors, type_name};
-use super::stopset::{parse_stops, stop_index, stop_reason, stop_sequence, Stops};
+use super::stopset::{resolve, stop_index, stop_reason, stop_sequence, IncludeStop, Stops};
 use super::try_lock;
 use crate::lock::TryLock;
 use crate::{ByteStream, Status, TextStream};
@@ -379,18 +379,21 @@ fn stage_end(py: Python<'_>, stage: &Py<PyAny>, queue: &mut VecDeque<Py<PyAny>>)
 #[pymethods]
 impl StopStream {
     #[new]
-    #[pyo3(signature = (chunks, stops = None, include_stop = false, errors = "strict", *, stage = None, closer = None))]
+    #[pyo3(signature = (chunks, stops = None, include_stop = IncludeStop::default(), errors = "strict", *, stage = None, closer = None))]
+    #[pyo3(
+        text_signature = "(chunks, stops=None, include_stop=False, errors='strict', *, stage=None, closer=None)"
+    )]
     fn new(
         py: Python<'_>,
         chunks: &Bound<'_, PyAny>,
         stops: Option<&Bound<'_, PyAny>>,
-        include_stop: bool,
+        include_stop: IncludeStop,
         errors: &str,
         stage: Option<Bound<'_, PyAny>>,
         closer: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let replace = parse_errors(errors)?;
-        let stops = parse_stops(py, stops)?;
+        let (stops, include_stop) = resolve(py, stops, include_stop)?;
         let upstream = PyIterator::from_object(chunks).map_err(|_| {
             PyTypeError::new_err(format!("chunks must be iterable, not {}", type_name(chunks)))
         })?;
