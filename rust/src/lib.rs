@@ -44,6 +44,7 @@
 
 mod automaton;
 mod error;
+pub mod sse;
 mod stream;
 mod utf8;
 
