@@ -273,3 +273,30 @@ def truncate(text: str, stops: _Stops, include_stop: bool = False) -> tuple[str,
         TypeError: ``text`` is not a ``str``, or ``stops`` has the wrong type.
         ValueError: a stop is empty, or ``include_stop`` differs from the set's.
     """
+
+def _feed_unless_stop(filter: StopFilter, text: str) -> str | None:
+    """``filter.feed(text)`` when that fires no stop; else ``None``, the filter unchanged.
+
+    The provider adapters' fast path for their common chunk (a text delta that fires no stop);
+    they hand anything else to their full rules.
+    """
+
+@final
+class _SSEStage:
+    """The lifecycle stage of ``stopstream.sse``: parses the body natively, handles the common
+    event (a text delta of an open text stream that fires no stop: forwarded as the same bytes,
+    or with only its text string replaced), and hands every other event to ``driver``."""
+
+    def __new__(cls, driver: Any, shape: Literal["chat", "messages"], event: type[Any]) -> Self:
+        """``driver``: a ``stopstream.sse.SSEDriver``; ``shape``: where the text sits;
+        ``event``: the class of the events handed to the driver (``stopstream.sse.Event``)."""
+    def push(self, item: bytes | bytearray | memoryview | str) -> bytes:
+        """Parses a body chunk; returns the bytes to forward (empty for none)."""
+    @property
+    def closing(self) -> bool:
+        """Every text stream stopped with ``on_stop="close"``: close the upstream, then ``end``."""
+    def end(self) -> list[bytes]:
+        """The end of the body: the block a final ``\\r`` completes, then what is still owed."""
+    @property
+    def partial(self) -> bool:
+        """Some of an unfinished block has been received."""

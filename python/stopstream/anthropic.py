@@ -34,7 +34,7 @@ The SDK is not imported until an SDK event has to be synthesized (``anthropic.ty
 from __future__ import annotations
 
 import importlib
-from collections.abc import AsyncIterable, Iterable
+from collections.abc import AsyncIterable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from stopstream._adapter import (
@@ -48,7 +48,7 @@ from stopstream._adapter import (
     rebuild_from_sample,
     rebuild_model,
 )
-from stopstream._core import StopFilter
+from stopstream._core import StopFilter, _feed_unless_stop
 from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:
@@ -110,6 +110,20 @@ class MessagesMachine:
     @property
     def draining(self) -> bool:
         return self._phase == "draining"
+
+    @property
+    def open(self) -> bool:
+        """No stop yet: the fast paths may handle an event."""
+        return self._phase == "open"
+
+    def text_filters(self) -> list[tuple[Any, StopFilter]]:
+        """The open text blocks' indices and filters (those whose deltas are scanned)."""
+        kinds = self._kinds
+        return [
+            (i, f)
+            for i, f in self._filters.items()
+            if type(i) is int and kinds.get(i, "text") == "text"
+        ]
 
     @property
     def finished(self) -> bool:
@@ -288,6 +302,49 @@ def _rebuild(value: JSON, sample: object, view: JSON | None) -> object:
     return rebuild_model(cls, value)
 
 
+class _MessagesDriver(ModelDriver):
+    """``ModelDriver`` with a fast path for the common SDK event: a ``text_delta`` of an open
+    text block that fires no stop. A few attribute reads and one native call; a changed event is
+    the event's own ``model_copy`` with only the text replaced (what ``update_model`` makes of
+    it). Anything else goes to the machine, after which the open blocks are read again."""
+
+    __slots__ = ("_messages", "_text")
+
+    def __init__(self, machine: MessagesMachine) -> None:
+        super().__init__(machine, _rebuild)
+        self._messages = machine
+        self._text: dict[Any, StopFilter] = {}
+
+    def push(self, item: Any) -> list[Any]:
+        if (
+            type(item) is not dict
+            and getattr(item, "type", None) == "content_block_delta"
+            and self._messages.open
+        ):
+            delta = getattr(item, "delta", None)
+            text = getattr(delta, "text", None)
+            index = getattr(item, "index", None)
+            f = self._text.get(index) if type(index) is int else None
+            if (
+                f is not None
+                and type(text) is str
+                and getattr(delta, "type", None) == "text_delta"
+                and not isinstance(item, Mapping)
+            ):
+                out = _feed_unless_stop(f, text)
+                if out is not None:
+                    self._last = item
+                    if out == text:
+                        return [item]
+                    if not out:
+                        return []
+                    delta = delta.model_copy(update={"text": out})
+                    return [item.model_copy(update={"delta": delta})]
+        emitted = super().push(item)
+        self._text = dict(self._messages.text_filters())
+        return emitted
+
+
 class _MessagesResult:
     """What the messages stream classes report, read from their machine."""
 
@@ -336,7 +393,7 @@ class MessagesStopStream(SyncAdapterStream[_T], _MessagesResult):
 
     def __init__(self, stream: Iterable[_T], machine: MessagesMachine) -> None:
         self._machine = machine
-        super().__init__(stream, ModelDriver(machine, _rebuild))
+        super().__init__(stream, _MessagesDriver(machine))
 
 
 class AsyncMessagesStopStream(AsyncAdapterStream[_T], _MessagesResult):
@@ -346,7 +403,7 @@ class AsyncMessagesStopStream(AsyncAdapterStream[_T], _MessagesResult):
 
     def __init__(self, stream: AsyncIterable[_T], machine: MessagesMachine) -> None:
         self._machine = machine
-        super().__init__(stream, ModelDriver(machine, _rebuild))
+        super().__init__(stream, _MessagesDriver(machine))
 
 
 def wrap_messages(

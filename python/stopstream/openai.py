@@ -41,7 +41,8 @@ is an extra field of the model.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Iterable
+import json
+from collections.abc import AsyncIterable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from stopstream._adapter import (
@@ -51,9 +52,10 @@ from stopstream._adapter import (
     ModelDriver,
     OnStop,
     SyncAdapterStream,
+    as_json,
     check_on_stop,
 )
-from stopstream._core import StopFilter
+from stopstream._core import StopFilter, _feed_unless_stop
 from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:
@@ -85,12 +87,17 @@ class ChatMachine:
             raise ValueError(f"n must be a positive int or None, not {n!r}")
         self._n = n
         self._filters: dict[int, StopFilter] = {}
+        # The open choices' filters: what the fast paths (``_ChatDriver``, the native SSE
+        # stage) feed, so that a choice has one filter whoever feeds it.
+        self._open: dict[int, StopFilter] = {}
         self._status: dict[int, int] = {}
         self.stop_sequences: dict[int, str | None] = {}
         self.stop_indices: dict[int, int | None] = {}
         self.finish_reasons: dict[int, str | None] = {}
         self._usage: Any = None  # the latest non-null usage seen
-        self._template: JSON | None = None  # the latest chunk with choices
+        # The latest chunk with choices: a dict, or (from a fast path, decoded when needed) an
+        # SDK object or the chunk's JSON bytes.
+        self._template: object = None
         self._drained: JSON | None = None  # the latest usage chunk read while draining
         self._phase = "open"  # open | draining | closing | ended
         self.stopped = False  # every choice stopped or finished, and a stop fired
@@ -122,6 +129,19 @@ class ChatMachine:
     @property
     def draining(self) -> bool:
         return self._phase == "draining"
+
+    @property
+    def open(self) -> bool:
+        """No choice-wide ending yet: the fast paths may handle a chunk."""
+        return self._phase == "open"
+
+    def text_filters(self) -> list[tuple[Any, StopFilter]]:
+        """The open choices' indices and filters."""
+        return [(i, f) for i, f in self._open.items() if type(i) is int]
+
+    def note_template(self, template: object) -> None:
+        """A chunk with choices that a fast path handled (SDK object or JSON bytes)."""
+        self._template = template
 
     @property
     def finished(self) -> bool:
@@ -168,7 +188,7 @@ class ChatMachine:
         status = self._status.get(index)
         if status is None:
             status = self._status[index] = _OPEN
-            self._filters[index] = StopFilter(self._set)
+            self._filters[index] = self._open[index] = StopFilter(self._set)
             self.stop_sequences[index] = None
             self.stop_indices[index] = None
             self.finish_reasons[index] = None
@@ -182,6 +202,7 @@ class ChatMachine:
         out = f.feed(content) if isinstance(content, str) else None
         if f.stopped:
             self._status[index] = _STOPPED
+            self._open.pop(index, None)
             self.stop_sequences[index] = f.stop_sequence
             self.stop_indices[index] = f.stop_index
             self.finish_reasons[index] = "stop"
@@ -194,6 +215,7 @@ class ChatMachine:
         finish = choice.get("finish_reason")
         if finish is not None:
             self._status[index] = _FINISHED
+            self._open.pop(index, None)
             self.finish_reasons[index] = finish if isinstance(finish, str) else str(finish)
             upstream_stop = choice.get("stop_reason")
             if isinstance(upstream_stop, str):  # a stop applied upstream (vLLM reports it)
@@ -214,7 +236,12 @@ class ChatMachine:
         return self._n is None or len(self._status) >= self._n
 
     def _synthesized(self, choices: list[JSON], usage: Any) -> JSON:
-        template = self._template or {}
+        template = self._template
+        if isinstance(template, bytes):
+            template = json.loads(template)
+        elif template is not None and not isinstance(template, dict):
+            template = as_json(template)
+        template = template or {}
         chunk: JSON = {key: template[key] for key in _CHUNK_FIELDS if key in template}
         chunk["choices"] = choices
         if usage is not None or "usage" in template:
@@ -239,6 +266,46 @@ class ChatMachine:
         if self._usage is not None:
             return [(self._synthesized([], self._usage), None)]
         return []
+
+
+class _ChatDriver(ModelDriver):
+    """``ModelDriver`` with a fast path for the common SDK chunk: one choice, open, whose
+    ``delta.content`` fires no stop, no ``finish_reason``, no ``usage``. A few attribute reads
+    and one native call; a changed chunk is the chunk's own ``model_copy`` with only the content
+    replaced (what ``update_model`` makes of it). Anything else goes to the machine."""
+
+    __slots__ = ("_chat", "_open")
+
+    def __init__(self, machine: ChatMachine) -> None:
+        super().__init__(machine)
+        self._chat = machine
+        self._open = machine._open
+
+    def push(self, item: Any) -> list[Any]:
+        if type(item) is not dict and self._chat.open:
+            choices = getattr(item, "choices", None)
+            if type(choices) is list and len(choices) == 1 and getattr(item, "usage", 0) is None:
+                choice = choices[0]
+                index = getattr(choice, "index", None)
+                f = self._open.get(index) if type(index) is int else None
+                delta = getattr(choice, "delta", None)
+                content = getattr(delta, "content", None)
+                if (
+                    f is not None
+                    and type(content) is str
+                    and getattr(choice, "finish_reason", 0) is None
+                    and not isinstance(item, Mapping)
+                ):
+                    out = _feed_unless_stop(f, content)
+                    if out is not None:
+                        self._last = item
+                        self._chat.note_template(item)
+                        if out == content:
+                            return [item]
+                        delta = delta.model_copy(update={"content": out})
+                        choice = choice.model_copy(update={"delta": delta})
+                        return [item.model_copy(update={"choices": [choice]})]
+        return super().push(item)
 
 
 class _ChatResult:
@@ -298,7 +365,7 @@ class ChatStopStream(SyncAdapterStream[_T], _ChatResult):
 
     def __init__(self, stream: Iterable[_T], machine: ChatMachine) -> None:
         self._machine = machine
-        super().__init__(stream, ModelDriver(machine))
+        super().__init__(stream, _ChatDriver(machine))
 
 
 class AsyncChatStopStream(AsyncAdapterStream[_T], _ChatResult):
@@ -308,7 +375,7 @@ class AsyncChatStopStream(AsyncAdapterStream[_T], _ChatResult):
 
     def __init__(self, stream: AsyncIterable[_T], machine: ChatMachine) -> None:
         self._machine = machine
-        super().__init__(stream, ModelDriver(machine))
+        super().__init__(stream, _ChatDriver(machine))
 
 
 def wrap_chat(

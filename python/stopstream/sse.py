@@ -46,6 +46,7 @@ from stopstream._adapter import (
     OnStop,
     SyncAdapterStream,
 )
+from stopstream._core import StopFilter, _SSEStage
 from stopstream.anthropic import MessagesMachine, _MessagesResult
 from stopstream.openai import ChatMachine, _ChatResult
 
@@ -187,7 +188,15 @@ def _dumps(value: object) -> bytes:
 
 
 class SSEDriver:
-    """Parses SSE bytes, runs the adapter machine on the JSON events, writes SSE bytes."""
+    """The adapter rules over SSE events, in Python.
+
+    Two uses: as a lifecycle stage by itself (``push`` / ``end`` parse with ``SSEParser``: the
+    reference the native path is tested against), and as the slow path of the native stage
+    (``stopstream._core._SSEStage``), which parses the body and handles the common event (a text
+    delta that fires no stop) itself, handing every other event to ``_slow`` and the end of
+    the body to ``_end``, and reading ``_state`` after each: whether the machine is open, and
+    its open text streams' filters (the very filters the machine feeds).
+    """
 
     __slots__ = ("_done", "_ended", "_machine", "_openai", "_parser")
 
@@ -209,26 +218,54 @@ class SSEDriver:
             raise TypeError(f"SSE body chunks must be bytes, not {type(item).__name__}")
         out = bytearray()
         for event in self._parser.feed(item):
-            self._event(event, out)
+            self._event(event, out, self._parser.eol or b"\n")
         return [bytes(out)] if out else []
 
     def end(self) -> list[bytes]:
         out = bytearray()
         # The blocks the end of the body completes (a final "\r"); an unfinished one is dropped.
         for event in self._parser.finish():
-            self._event(event, out)
-        if not self._ended:
-            self._ended = True
-            self._write(self._machine.end(), None, None, out)
-            if self._openai and self._machine.stopped and not self._done:
-                out += b"data: [DONE]" + self._eol * 2
+            self._event(event, out, self._parser.eol or b"\n")
+        out += self._end(self._parser.eol, None)
         return [bytes(out)] if out else []
 
-    @property
-    def _eol(self) -> bytes:
-        return self._parser.eol or b"\n"
+    # --- the native stage's slow path ---------------------------------------------------------
 
-    def _event(self, event: Event, out: bytearray) -> None:
+    def _slow(self, event: Event, eol: bytes, template: bytes | None) -> bytes:
+        """One event the native stage does not handle itself."""
+        if template is not None:
+            self._template(template)
+        out = bytearray()
+        self._event(event, out, eol or b"\n")
+        return bytes(out)
+
+    def _state(self) -> tuple[bool, bool, list[tuple[Any, StopFilter]]]:
+        """(the common case may be handled natively, closing, the open text streams' filters)."""
+        machine = self._machine
+        fast = not self._ended and machine.open
+        return fast, machine.closing, machine.text_filters() if fast else []
+
+    def _end(self, eol: bytes, template: bytes | None) -> bytes:
+        """The end of the body: the events the machine still owes."""
+        if template is not None:
+            self._template(template)
+        out = bytearray()
+        if not self._ended:
+            eol = eol or b"\n"
+            self._ended = True
+            self._write(self._machine.end(), None, None, out, eol)
+            if self._openai and self._machine.stopped and not self._done:
+                out += b"data: [DONE]" + eol * 2
+        return bytes(out)
+
+    def _template(self, template: bytes) -> None:
+        machine = self._machine
+        if isinstance(machine, ChatMachine):
+            machine.note_template(template)
+
+    # --- the rules ----------------------------------------------------------------------------
+
+    def _event(self, event: Event, out: bytearray, eol: bytes) -> None:
         machine = self._machine
         if self._ended or machine.closing or machine.finished:
             return
@@ -242,7 +279,7 @@ class SSEDriver:
             text = None
         if self._openai and text is not None and text.strip() == "[DONE]":
             self._ended = self._done = True
-            self._write(machine.end(), None, None, out)
+            self._write(machine.end(), None, None, out, eol)
             out += event.raw
             return
         try:
@@ -253,12 +290,16 @@ class SSEDriver:
             if not machine.stopped:
                 out += event.raw
             return
-        self._write(machine.feed(obj), obj, event, out)
+        self._write(machine.feed(obj), obj, event, out, eol)
 
     def _write(
-        self, emits: list[Emit], obj: JSON | None, event: Event | None, out: bytearray
+        self,
+        emits: list[Emit],
+        obj: JSON | None,
+        event: Event | None,
+        out: bytearray,
+        eol: bytes,
     ) -> None:
-        eol = self._eol
         for value, origin in emits:
             if event is not None and origin is obj:
                 out += event.raw if value is obj else event.with_data(_dumps(value))
@@ -271,6 +312,13 @@ class SSEDriver:
                 out += b"data: " + _dumps(value) + eol + eol
 
 
+def native_stage(machine: ChatMachine | MessagesMachine) -> _SSEStage:
+    """The stage the SSE streams run: native parsing, ``SSEDriver`` for all but the common
+    event."""
+    shape = "chat" if isinstance(machine, ChatMachine) else "messages"
+    return _SSEStage(SSEDriver(machine), shape, Event)
+
+
 class OpenAISSEStream(SyncAdapterStream[bytes], _ChatResult):
     """Iterator over a Chat Completions SSE body with stop sequences applied."""
 
@@ -278,7 +326,7 @@ class OpenAISSEStream(SyncAdapterStream[bytes], _ChatResult):
 
     def __init__(self, body: Iterable[Any], machine: ChatMachine) -> None:
         self._machine = machine
-        super().__init__(body, SSEDriver(machine))
+        super().__init__(body, native_stage(machine))
 
 
 class AsyncOpenAISSEStream(AsyncAdapterStream[bytes], _ChatResult):
@@ -288,7 +336,7 @@ class AsyncOpenAISSEStream(AsyncAdapterStream[bytes], _ChatResult):
 
     def __init__(self, body: AsyncIterable[Any], machine: ChatMachine) -> None:
         self._machine = machine
-        super().__init__(body, SSEDriver(machine))
+        super().__init__(body, native_stage(machine))
 
 
 class AnthropicSSEStream(SyncAdapterStream[bytes], _MessagesResult):
@@ -298,7 +346,7 @@ class AnthropicSSEStream(SyncAdapterStream[bytes], _MessagesResult):
 
     def __init__(self, body: Iterable[Any], machine: MessagesMachine) -> None:
         self._machine = machine
-        super().__init__(body, SSEDriver(machine))
+        super().__init__(body, native_stage(machine))
 
 
 class AsyncAnthropicSSEStream(AsyncAdapterStream[bytes], _MessagesResult):
@@ -308,7 +356,7 @@ class AsyncAnthropicSSEStream(AsyncAdapterStream[bytes], _MessagesResult):
 
     def __init__(self, body: AsyncIterable[Any], machine: MessagesMachine) -> None:
         self._machine = machine
-        super().__init__(body, SSEDriver(machine))
+        super().__init__(body, native_stage(machine))
 
 
 def wrap_openai(

@@ -18,6 +18,68 @@ pub(super) struct StopFilter {
     state: TryLock<TextStream>,
 }
 
+impl StopFilter {
+    /// Feeds `text` (UTF-8) unless it would fire a stop: appends what it emits to `out` and
+    /// returns the state from before the call (for [`StopFilter::restore`]). `None` when the
+    /// text would fire a stop or fail: then nothing changed, and the caller hands the text to
+    /// the code that handles stops. The provider adapters' common case: one filter, no stop.
+    pub(super) fn feed_unless_stop(
+        &self,
+        py: Python<'_>,
+        text: &[u8],
+        out: &mut Vec<u8>,
+    ) -> PyResult<Option<TextStream>> {
+        let set = &*self.stops.set;
+        let mut st = lock(py, &self.state)?;
+        let before = *st;
+        match st.feed(set, text) {
+            Ok(e) if !matches!(st.status(), Status::Stopped(_)) => {
+                out.extend_from_slice(&before.held(set)[..e.from_held]);
+                out.extend_from_slice(&text[..e.from_input]);
+                Ok(Some(before))
+            }
+            _ => {
+                *st = before;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Puts back a state returned by [`StopFilter::feed_unless_stop`].
+    pub(super) fn restore(&self, py: Python<'_>, before: TextStream) -> PyResult<()> {
+        *lock(py, &self.state)? = before;
+        Ok(())
+    }
+}
+
+/// `filter.feed(text)` when that fires no stop; else `None`, with the filter unchanged. One
+/// native call for an adapter's common case (a content delta that fires no stop); the adapter
+/// hands anything else to its full rules.
+#[pyfunction(name = "_feed_unless_stop")]
+pub(super) fn feed_unless_stop<'py>(
+    py: Python<'py>,
+    filter: &Bound<'py, StopFilter>,
+    text: &Bound<'py, PyString>,
+) -> PyResult<Option<Bound<'py, PyString>>> {
+    let f = filter.get();
+    let set = &*f.stops.set;
+    let mut stopped = false;
+    let out = feed_str(py, set, text, |bytes| {
+        let mut st = lock(py, &f.state)?;
+        let before = *st;
+        let result = st.feed(set, bytes);
+        if result.is_err() || matches!(st.status(), Status::Stopped(_)) {
+            *st = before;
+            stopped = true;
+        }
+        Ok((before, result))
+    });
+    if stopped {
+        return Ok(None);
+    }
+    Ok(Some(out?.unwrap_or_else(|| PyString::new(py, ""))))
+}
+
 #[pymethods]
 impl StopFilter {
     #[new]

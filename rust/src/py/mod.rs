@@ -1,8 +1,8 @@
 //! Python bindings: convert, call the core, map errors. Nothing else lives here.
 //!
 //! One file per concern: `convert` (chunks in and out), `errors` (exception mapping),
-//! `stopset` (compiled stop lists), `filters` (the push filters), `truncate` (one shot) and
-//! `stream` (the pull iterator). This file holds the module and the per-object lock helpers.
+//! `stopset` (compiled stop lists), `filters` (the push filters), `truncate` (one shot),
+//! `stream` (the pull iterator) and `sse` (the SSE stage of the provider adapters). This file holds the module and the per-object lock helpers.
 //!
 //! Performance choices:
 //! * ASCII `str` chunks are read in place; other chunks are encoded onto the stack from the
@@ -22,6 +22,7 @@
 mod convert;
 mod errors;
 mod filters;
+mod sse;
 mod stopset;
 mod stream;
 mod truncate;
@@ -67,6 +68,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<filters::ByteStopFilter>()?;
     m.add_class::<stream::StopStream>()?;
     m.add_class::<stopset::Compiled>()?;
+    m.add_class::<sse::SSEStage>()?;
+    m.add_function(wrap_pyfunction!(filters::feed_unless_stop, m)?)?;
     m.add_function(wrap_pyfunction!(truncate::truncate, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -1,0 +1,315 @@
+//! `SSEStage`: the lifecycle stage of `stopstream.sse`, parsing SSE bytes natively.
+//!
+//! The common event (a text delta of an open text stream that fires no stop) is handled here:
+//! forwarded as the very same bytes, or spliced when the filter held text back or released
+//! some. Anything else (role and finish chunks, usage, `[DONE]`, a stop firing, block starts
+//! and stops, unknown shapes, multi-line data) is handed, as the parser's `Event`, to the
+//! Python adapter machine (`stopstream.sse.SSEDriver`), which holds the rules. The filters fed
+//! here are the machine's own `StopFilter` objects: one filter per text stream.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+
+use super::convert::chunk_bytes;
+use super::errors::type_name;
+use super::filters::StopFilter;
+use super::try_lock;
+use crate::lock::TryLock;
+use crate::sse::{splice, Parser, Scan, Scanner, Shape, CHAT, MESSAGES};
+use crate::TextStream;
+
+struct StageState {
+    parser: Parser,
+    scanner: Scanner,
+    shape: &'static Shape,
+    chat: bool,
+    /// The machine is open: the common case may be handled here.
+    fast: bool,
+    /// The open text streams: id and the machine's filter.
+    table: Vec<(i64, Py<StopFilter>)>,
+    /// Chat: the data of the latest chunk with choices handled here, which the machine has not
+    /// seen (its template for synthesized chunks).
+    template: Vec<u8>,
+    template_fresh: bool,
+    /// The filters' output for the texts of one event, and where each text's output lies.
+    emitted: Vec<u8>,
+    ranges: Vec<(usize, usize)>,
+    /// States from before the feeds of one event, to put back when one of its texts stops.
+    befores: Vec<(usize, TextStream)>,
+}
+
+/// The SSE stage: see the module docstring.
+#[pyclass(frozen, module = "stopstream._core", name = "_SSEStage")]
+pub(super) struct SSEStage {
+    state: TryLock<StageState>,
+    /// The Python side: `_slow(event, eol, template) -> bytes`, `_state() -> (fast, closing,
+    /// table)`, `_end(eol, template) -> bytes`.
+    driver: Py<PyAny>,
+    /// `stopstream.sse.Event`, built for the events handed to the driver.
+    event: Py<PyAny>,
+    closing: AtomicBool,
+}
+
+enum Outcome {
+    /// Handled here: output appended.
+    Done,
+    /// For the driver.
+    Slow,
+}
+
+impl SSEStage {
+    fn state<'a>(&'a self, py: Python<'_>) -> PyResult<crate::lock::Guard<'a, StageState>> {
+        try_lock(py, &self.state)
+            .ok_or_else(|| PyRuntimeError::new_err("SSE stage called re-entrantly while in use"))
+    }
+
+    /// Reads the driver's state after it handled an event.
+    fn sync(&self, py: Python<'_>, st: &mut StageState) -> PyResult<()> {
+        let state = self.driver.bind(py).call_method0(pyo3::intern!(py, "_state"))?;
+        let (fast, closing, table): (bool, bool, Bound<'_, PyList>) = state.extract()?;
+        st.fast = fast;
+        self.closing.store(closing, Ordering::Release);
+        st.table.clear();
+        for entry in table.iter() {
+            let entry = entry.cast_into::<PyTuple>()?;
+            let Ok(id) = entry.get_item(0)?.extract::<i64>() else {
+                continue; // not an id this stage can see: its events go to the driver
+            };
+            let filter = entry.get_item(1)?.cast_into::<StopFilter>()?;
+            st.table.push((id, filter.unbind()));
+        }
+        Ok(())
+    }
+
+    fn template<'py>(py: Python<'py>, st: &mut StageState) -> Option<Bound<'py, PyBytes>> {
+        std::mem::take(&mut st.template_fresh).then(|| PyBytes::new(py, &st.template))
+    }
+
+    /// Hands the dispatched block to the driver.
+    fn slow(&self, py: Python<'_>, st: &mut StageState, out: &mut Vec<u8>) -> PyResult<()> {
+        let raw = st.parser.raw();
+        let lines = PyList::empty(py);
+        let data_at = PyList::empty(py);
+        let values = PyList::empty(py);
+        for (position, line) in st.parser.lines().iter().enumerate() {
+            lines.append(PyBytes::new(py, &raw[line.start..line.end]))?;
+            if let Some((a, b)) = line.value {
+                data_at.append(position)?;
+                values.append(PyBytes::new(py, &raw[a..b]))?;
+            }
+        }
+        let event = self.event.bind(py).call1((lines, data_at, values))?;
+        let eol = PyBytes::new(py, st.parser.eol());
+        let template = Self::template(py, st);
+        let written = self
+            .driver
+            .bind(py)
+            .call_method1(pyo3::intern!(py, "_slow"), (event, eol, template))?;
+        out.extend_from_slice(written.cast::<PyBytes>()?.as_bytes());
+        self.sync(py, st)
+    }
+
+    /// The dispatched block, handled here or by the driver.
+    fn block(&self, py: Python<'_>, st: &mut StageState, out: &mut Vec<u8>) -> PyResult<()> {
+        if st.fast {
+            if let Outcome::Done = Self::common(py, st, out)? {
+                return Ok(());
+            }
+        }
+        self.slow(py, st, out)
+    }
+
+    /// The common case, if the block is one.
+    fn common(py: Python<'_>, st: &mut StageState, out: &mut Vec<u8>) -> PyResult<Outcome> {
+        let st = &mut *st;
+        let raw = st.parser.raw();
+        let mut data = None;
+        for line in st.parser.lines() {
+            if let Some(value) = line.value {
+                if data.is_some() {
+                    return Ok(Outcome::Slow); // several data lines: rewritten as one there
+                }
+                data = Some(value);
+            }
+        }
+        let Some((a, b)) = data else {
+            out.extend_from_slice(raw); // comments (keep-alives), id / retry only, blank lines
+            return Ok(Outcome::Done);
+        };
+        let value = &raw[a..b];
+        // A JSON object, so never `[DONE]` or other text.
+        if value.iter().find(|c| !matches!(c, b' ' | b'\t' | b'\n' | b'\r')) != Some(&b'{') {
+            return Ok(Outcome::Slow);
+        }
+        match st.scanner.scan(st.shape, value) {
+            Scan::Slow => return Ok(Outcome::Slow),
+            Scan::Other => {
+                // Keep-alives pass as they are while the message is open.
+                if !st.chat && st.scanner.other == "ping" {
+                    out.extend_from_slice(raw);
+                    return Ok(Outcome::Done);
+                }
+                return Ok(Outcome::Slow);
+            }
+            Scan::Texts => {}
+        }
+        let found = &st.scanner.found;
+        st.emitted.clear();
+        st.ranges.clear();
+        st.befores.clear();
+        for (k, f) in found.iter().enumerate() {
+            let entry = st.table.iter().position(|(id, _)| *id == f.ids[0]);
+            let duplicate = found[..k].iter().any(|g| g.ids == f.ids);
+            let fed = match entry {
+                Some(i) if f.id_count == 1 && !duplicate => {
+                    let text = &st.scanner.scratch[f.text.clone()];
+                    let from = st.emitted.len();
+                    let filter = st.table[i].1.get();
+                    let before = filter.feed_unless_stop(py, text, &mut st.emitted)?;
+                    st.ranges.push((from, st.emitted.len()));
+                    before.map(|before| st.befores.push((i, before)))
+                }
+                _ => None,
+            };
+            if fed.is_none() {
+                for &(i, before) in st.befores.iter().rev() {
+                    st.table[i].1.get().restore(py, before)?;
+                }
+                return Ok(Outcome::Slow);
+            }
+        }
+        if st.chat {
+            st.template.clear();
+            st.template.extend_from_slice(value);
+            st.template_fresh = true;
+        }
+        let scratch = &st.scanner.scratch;
+        let emitted = &st.emitted;
+        let changed = |(f, &(x, y)): (&crate::sse::Found, &(usize, usize))| {
+            let new = &emitted[x..y];
+            (new != &scratch[f.text.clone()]).then(|| (f.span.start + a..f.span.end + a, new))
+        };
+        if !st.chat && st.ranges.first().is_some_and(|&(x, y)| x == y) {
+            return Ok(Outcome::Done); // a text delta held back whole is not emitted
+        }
+        let mut edits = found.iter().zip(&st.ranges).filter_map(changed).peekable();
+        if edits.peek().is_none() {
+            out.extend_from_slice(raw);
+        } else {
+            splice(raw, edits, out);
+        }
+        Ok(Outcome::Done)
+    }
+}
+
+#[pymethods]
+impl SSEStage {
+    #[new]
+    #[pyo3(signature = (driver, shape, event))]
+    fn new(
+        py: Python<'_>,
+        driver: Bound<'_, PyAny>,
+        shape: &str,
+        event: Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
+        let (shape, chat) = match shape {
+            "chat" => (&CHAT, true),
+            "messages" => (&MESSAGES, false),
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "shape must be 'chat' or 'messages', not {other:?}"
+                )))
+            }
+        };
+        let stage = SSEStage {
+            state: TryLock::new(StageState {
+                parser: Parser::new(),
+                scanner: Scanner::new(),
+                shape,
+                chat,
+                fast: false,
+                table: Vec::new(),
+                template: Vec::new(),
+                template_fresh: false,
+                emitted: Vec::new(),
+                ranges: Vec::new(),
+                befores: Vec::new(),
+            }),
+            driver: driver.unbind(),
+            event: event.unbind(),
+            closing: AtomicBool::new(false),
+        };
+        {
+            let mut st = stage.state(py)?;
+            stage.sync(py, &mut st)?;
+        }
+        Ok(stage)
+    }
+
+    /// Parses a body chunk; returns the bytes to forward (empty for none).
+    fn push<'py>(
+        &self,
+        py: Python<'py>,
+        item: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = if let Ok(s) = item.cast::<PyString>() {
+            std::borrow::Cow::Borrowed(s.to_str()?.as_bytes())
+        } else if let Some(b) = chunk_bytes(item)? {
+            b
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "SSE body chunks must be bytes, not {}",
+                type_name(item)
+            )));
+        };
+        let mut st = self.state(py)?;
+        st.parser.push(&bytes);
+        let mut out = Vec::new();
+        while st.parser.next_block() {
+            self.block(py, &mut st, &mut out)?;
+        }
+        drop(st);
+        if out == *bytes {
+            if let Ok(b) = item.cast_exact::<PyBytes>() {
+                return Ok(b.clone());
+            }
+        }
+        Ok(PyBytes::new(py, &out))
+    }
+
+    /// Every text stream stopped with `on_stop="close"`: close the upstream, then `end()`.
+    #[getter]
+    fn closing(&self) -> bool {
+        self.closing.load(Ordering::Acquire)
+    }
+
+    /// The end of the body: the block a final `\r` completes, then what the machine still owes.
+    fn end<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let mut st = self.state(py)?;
+        let mut out = Vec::new();
+        if st.parser.finish() {
+            self.block(py, &mut st, &mut out)?;
+        }
+        st.parser.discard();
+        let eol = PyBytes::new(py, st.parser.eol());
+        let template = Self::template(py, &mut st);
+        let written =
+            self.driver.bind(py).call_method1(pyo3::intern!(py, "_end"), (eol, template))?;
+        out.extend_from_slice(written.cast::<PyBytes>()?.as_bytes());
+        drop(st);
+        let items = PyList::empty(py);
+        if !out.is_empty() {
+            items.append(PyBytes::new(py, &out))?;
+        }
+        Ok(items)
+    }
+
+    /// Some of an unfinished block has been received.
+    #[getter]
+    fn partial(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.state(py)?.parser.partial())
+    }
+}
