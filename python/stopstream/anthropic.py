@@ -334,10 +334,10 @@ class _MessagesDriver(ModelDriver):
                 out = _feed_unless_stop(f, text)
                 if out is not None:
                     self._last = item
+                    if not out:
+                        return []  # held back whole: not emitted
                     if out == text:
                         return [item]
-                    if not out:
-                        return []
                     delta = delta.model_copy(update={"text": out})
                     return [item.model_copy(update={"delta": delta})]
         emitted = super().push(item)

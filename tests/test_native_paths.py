@@ -1,0 +1,307 @@
+"""The native fast paths against the Python rules they shortcut, byte for byte.
+
+- SSE: ``wrap_openai`` / ``wrap_anthropic`` (native parsing, the common text delta handled in
+  Rust) against the pure-Python stage ``SSEDriver`` (``SSEParser`` plus the machine for every
+  event) on generated bodies split anywhere: the same pieces, the same attributes.
+- SDK objects: ``wrap_chat`` / ``wrap_messages`` (a fast path of attribute reads and one native
+  call) against ``ModelDriver`` over the same machine: the same objects (identity for unchanged
+  ones, class and dump for changed ones), the same attributes.
+
+Bodies are compact JSON with non-ASCII kept as is (``json.dumps(..., ensure_ascii=False,
+separators=(",", ":"))``), as the providers send them: for those a spliced event (only the text
+string replaced) equals the Python path's re-serialization, so byte equality holds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from anthropic.types import RawMessageStreamEvent
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from openai.types.chat import ChatCompletionChunk
+from pydantic import TypeAdapter
+
+from stopstream._adapter import ModelDriver, SyncAdapterStream
+from stopstream.anthropic import MessagesMachine, _rebuild, wrap_messages
+from stopstream.openai import ChatMachine, wrap_chat
+from stopstream.sse import SSEDriver, wrap_anthropic, wrap_openai
+
+# Characters that JSON escapes, multi-byte ones, and the letters the stops are made of.
+CHARS = list('ab "\\\n\t\x01\x1fé日😀/')
+TEXT = st.text(alphabet=st.sampled_from(CHARS), max_size=8)
+# Mostly two or three characters long, so that text is often held back and released later
+# (which changes events) and less often matched whole.
+STOPS = st.lists(
+    st.text(alphabet=st.sampled_from(list('ab "\\\né😀')), min_size=1, max_size=3),
+    min_size=1,
+    max_size=3,
+)
+EOL = st.sampled_from(["\n", "\r\n", "\r"])
+ON_STOP = st.sampled_from(["close", "drain"])
+
+
+def dumps(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def block(lines: list[str], eol: str) -> str:
+    return "".join(line + eol for line in lines) + eol
+
+
+@st.composite
+def chat_events(draw: st.DrawFn, n: int) -> list[list[str]]:
+    """The lines of each event of a Chat Completions body."""
+    head = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    events: list[list[str]] = []
+    for i in range(n):
+        if draw(st.booleans()) or i == 0:
+            role = {"index": i, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+            events.append(["data: " + dumps({**head, "choices": [role]})])
+    for _ in range(draw(st.integers(0, 12))):
+        kind = draw(st.sampled_from(["text", "text", "text", "multi", "other"]))
+        if kind == "other":
+            events.append(
+                draw(
+                    st.sampled_from(
+                        [
+                            [": keep-alive"],
+                            ["id: 7", "retry: 10"],
+                            ["data: not json"],
+                            ["data: " + dumps({"choices": [], "usage": {"total_tokens": 3}})],
+                            ["data: " + dumps({"error": {"message": "x"}})],
+                            ["data: " + dumps({**head, "choices": []})],
+                        ]
+                    )
+                )
+            )
+            continue
+        choices = []
+        for i in draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=n, unique=True)):
+            choice: dict[str, Any] = {"index": i, "delta": {"content": draw(TEXT)}}
+            if draw(st.integers(0, 9)) == 0:
+                choice["finish_reason"] = "stop"
+            elif draw(st.booleans()):
+                choice["finish_reason"] = None
+            choices.append(choice)
+        chunk = {**head, "choices": choices}
+        if kind == "multi":
+            text = json.dumps(chunk, ensure_ascii=False, indent=1)
+            events.append(["data: " + line for line in text.split("\n")])
+        else:
+            extra = draw(st.sampled_from([[], [": c"], ["id: 1"], ["event: x"]]))
+            events.append([*extra, "data: " + dumps(chunk)])
+    for i in range(n):
+        if draw(st.booleans()):
+            done = {"index": i, "delta": {}, "finish_reason": "length"}
+            events.append(["data: " + dumps({**head, "choices": [done]})])
+    if draw(st.booleans()):
+        events.append(["data: " + dumps({**head, "choices": [], "usage": {"total_tokens": 9}})])
+    if draw(st.booleans()):
+        events.append(["data: [DONE]"])
+    return events
+
+
+@st.composite
+def messages_events(draw: st.DrawFn) -> list[list[str]]:
+    """The lines of each event of a Messages body."""
+    start = {
+        "type": "message_start",
+        "message": {"id": "m", "type": "message", "role": "assistant", "content": [],
+                    "model": "x", "usage": {"input_tokens": 5, "output_tokens": 1}},
+    }
+    events = [start]
+    kinds = draw(st.lists(st.sampled_from(["text", "text", "thinking", "tool_use"]), min_size=1, max_size=3))
+    for index, kind in enumerate(kinds):
+        if kind == "text":
+            block_: dict[str, Any] = {"type": "text", "text": draw(TEXT)}
+        elif kind == "thinking":
+            block_ = {"type": "thinking", "thinking": ""}
+        else:
+            block_ = {"type": "tool_use", "id": "t", "name": "f", "input": {}}
+        if draw(st.integers(0, 5)) > 0:
+            events.append({"type": "content_block_start", "index": index, "content_block": block_})
+        for _ in range(draw(st.integers(0, 6))):
+            if draw(st.integers(0, 4)) == 0:
+                events.append({"type": "ping"})
+            if kind == "text":
+                delta = {"type": "text_delta", "text": draw(TEXT)}
+            elif kind == "thinking":
+                delta = {"type": "thinking_delta", "thinking": draw(TEXT)}
+            else:
+                delta = {"type": "input_json_delta", "partial_json": draw(TEXT)}
+            events.append({"type": "content_block_delta", "index": index, "delta": delta})
+        if draw(st.integers(0, 5)) > 0:
+            events.append({"type": "content_block_stop", "index": index})
+    if draw(st.booleans()):
+        events.append({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                       "usage": {"output_tokens": 9}})
+        if draw(st.booleans()):
+            events.append({"type": "message_stop"})
+    out: list[list[str]] = []
+    for event in events:
+        if draw(st.integers(0, 9)) == 0:
+            out.append([": keep-alive"])
+        out.append([f"event: {event['type']}", "data: " + dumps(event)])
+    return out
+
+
+@st.composite
+def bodies(draw: st.DrawFn, events: st.SearchStrategy[list[list[str]]]) -> list[bytes]:
+    """A body split anywhere: optional byte order mark, one line ending, optional cut tail."""
+    eol = draw(EOL)
+    text = "".join(block(lines, eol) for lines in draw(events))
+    if draw(st.booleans()):
+        text = "\ufeff" + text
+    if draw(st.integers(0, 4)) == 0:
+        text += draw(st.sampled_from(["data: {\"x\"", "data: cut", eol, "\r", ": c" + eol]))
+    data = text.encode()
+    cuts = sorted(draw(st.lists(st.integers(0, len(data)), max_size=8)))
+    edges = [0, *cuts, len(data)]
+    return [data[a:b] for a, b in zip(edges, edges[1:], strict=False)]
+
+
+def run(stream: Any) -> list[Any]:
+    with stream:
+        return list(stream)
+
+
+def chat_attributes(s: Any) -> tuple[Any, ...]:
+    return (s.stop_sequences, s.stop_indices, s.finish_reasons, s.complete, s.pending, s.stopped)
+
+
+def messages_attributes(s: Any) -> tuple[Any, ...]:
+    return (s.stop_sequence, s.stop_index, s.stop_reason, s.complete, s.pending, s.stopped)
+
+
+FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@FAST
+@given(data=st.data(), n=st.integers(1, 2), stops=STOPS, include=st.booleans(), on_stop=ON_STOP)
+def test_sse_openai_native_matches_python(
+    data: st.DataObject, n: int, stops: list[str], include: bool, on_stop: str
+) -> None:
+    pieces = data.draw(bodies(chat_events(n)))
+    give_n = data.draw(st.sampled_from([None, n]))
+    native = wrap_openai(pieces, stops, include_stop=include, on_stop=on_stop, n=give_n)  # type: ignore[arg-type]
+    machine = ChatMachine(stops, include, on_stop, give_n)  # type: ignore[arg-type]
+    python = SyncAdapterStream[bytes](pieces, SSEDriver(machine))
+    assert run(native) == run(python)
+    assert chat_attributes(native) == (
+        machine.stop_sequences, machine.stop_indices, machine.finish_reasons,
+        machine.complete, machine.pending, machine.stopped,
+    )
+
+
+@FAST
+@given(data=st.data(), stops=STOPS, include=st.booleans(), on_stop=ON_STOP)
+def test_sse_anthropic_native_matches_python(
+    data: st.DataObject, stops: list[str], include: bool, on_stop: str
+) -> None:
+    pieces = data.draw(bodies(messages_events()))
+    native = wrap_anthropic(pieces, stops, include_stop=include, on_stop=on_stop)  # type: ignore[arg-type]
+    machine = MessagesMachine(stops, include, on_stop)  # type: ignore[arg-type]
+    python = SyncAdapterStream[bytes](pieces, SSEDriver(machine))
+    assert run(native) == run(python)
+    assert messages_attributes(native) == (
+        machine.stop_sequence, machine.stop_index, machine.stop_reason,
+        machine.complete, machine.pending, machine.stopped,
+    )
+
+
+# --- SDK objects ------------------------------------------------------------------------------
+
+CHUNK = TypeAdapter(ChatCompletionChunk)
+EVENT: TypeAdapter[Any] = TypeAdapter(RawMessageStreamEvent)
+
+
+def objects(events: list[list[str]], build: Callable[[Any], Any]) -> list[Any]:
+    out = []
+    for lines in events:
+        values = [line[6:] for line in lines if line.startswith("data: ")]
+        if len(values) != 1:
+            continue
+        try:
+            value = json.loads(values[0])
+        except ValueError:
+            continue
+        try:
+            out.append(build(value))
+        except Exception:
+            continue
+    return out
+
+
+def same_objects(a: list[Any], b: list[Any], given_objects: list[Any]) -> None:
+    assert [type(x) for x in a] == [type(x) for x in b]
+    assert [x.model_dump() for x in a] == [x.model_dump() for x in b]
+    ids = {id(x) for x in given_objects}
+    assert [id(x) in ids and x for x in a] == [id(x) in ids and x for x in b]
+
+
+@FAST
+@given(data=st.data(), n=st.integers(1, 2), stops=STOPS, include=st.booleans(), on_stop=ON_STOP)
+def test_sdk_chat_fast_path_matches_the_machine(
+    data: st.DataObject, n: int, stops: list[str], include: bool, on_stop: str
+) -> None:
+    chunks = objects(data.draw(chat_events(n)), CHUNK.validate_python)
+    native = wrap_chat(chunks, stops, include_stop=include, on_stop=on_stop)  # type: ignore[arg-type]
+    machine = ChatMachine(stops, include, on_stop)  # type: ignore[arg-type]
+    python = SyncAdapterStream[Any](chunks, ModelDriver(machine))
+    same_objects(run(native), run(python), chunks)
+    assert chat_attributes(native) == (
+        machine.stop_sequences, machine.stop_indices, machine.finish_reasons,
+        machine.complete, machine.pending, machine.stopped,
+    )
+
+
+@FAST
+@given(data=st.data(), stops=STOPS, include=st.booleans(), on_stop=ON_STOP)
+def test_sdk_messages_fast_path_matches_the_machine(
+    data: st.DataObject, stops: list[str], include: bool, on_stop: str
+) -> None:
+    events = objects(data.draw(messages_events()), EVENT.validate_python)
+    native = wrap_messages(events, stops, include_stop=include, on_stop=on_stop)  # type: ignore[arg-type]
+    machine = MessagesMachine(stops, include, on_stop)  # type: ignore[arg-type]
+    python = SyncAdapterStream[Any](events, ModelDriver(machine, _rebuild))
+    same_objects(run(native), run(python), events)
+    assert messages_attributes(native) == (
+        machine.stop_sequence, machine.stop_index, machine.stop_reason,
+        machine.complete, machine.pending, machine.stopped,
+    )
+
+
+# --- hand-picked cases ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "content",
+    ['say "hi"\\', "tab\there\nnew", "\x00\x07\x1f\x7f", "é日😀\u2028", ""],
+)
+def test_splice_escapes_like_json_dumps(content: str) -> None:
+    head = {"id": "c", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
+    chunk = {"id": "c", "choices": [{"index": 0, "delta": {"content": content + "ST"}}]}
+    data = ("data: " + dumps(head) + "\n\n" + "data: " + dumps(chunk) + "\n\n").encode()
+    native = b"".join(wrap_openai([data], ["STOP"]))
+    machine = ChatMachine(["STOP"])
+    python = b"".join(SyncAdapterStream[bytes]([data], SSEDriver(machine)))
+    assert native == python
+    assert ('"content":' + json.dumps(content, ensure_ascii=False) + "}").encode() in native
+
+
+def test_a_spliced_event_keeps_every_other_byte() -> None:
+    role = 'data:{"choices":[{"index":0,"delta":{"role":"assistant"}}]}\n\n'
+    chunk = 'id: 3\ndata:  { "x" : 1 , "choices":[ {"delta":{"content" : "a\\u0041 ST"},"index":0} ]}\n\n'
+    out = b"".join(wrap_openai([(role + chunk).encode()], ["STOP"]))
+    assert out == (role + 'id: 3\ndata:  { "x" : 1 , "choices":[ {"delta":{"content" : "aA "},"index":0} ]}\n\n').encode()
+
+
+def test_lone_surrogates_go_to_the_python_path() -> None:
+    role = 'data: {"choices":[{"index":0,"delta":{"role":"assistant"}}]}\n\n'
+    chunk = 'data: {"choices":[{"index":0,"delta":{"content":"\\ud800 ST"}}]}\n\n'
+    out = b"".join(wrap_openai([(role + chunk).encode()], ["STOP"]))
+    assert b'"\\ud800 "' in out
