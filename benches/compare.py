@@ -31,6 +31,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+import adapters
 import contenders as c
 import corpus
 
@@ -825,6 +826,25 @@ def header(stream: corpus.Stream, config: Config) -> None:
     )
 
 
+def adapters_section(stream: corpus.Stream, config: Config, report: Report) -> None:
+    """The provider adapters against what a gateway spends anyway (``benches/adapters.py``)."""
+    log("adapters")
+    texts = stream.str_chunks[: 1_500 if config.quick else 4_000]
+    rows, mbps = adapters.measure(texts, config.repeats)
+    what = f"{len(texts):,} tokens, one event per body chunk, no stop fires"
+    print(f"\n### Provider adapters ({what})\n")
+    cells = [
+        [r.name, fmt_ns(r.ns), r.baseline, fmt_ns(r.baseline_ns), fmt_ratio(r.ratio)] for r in rows
+    ]
+    print(table(["adapter", "per item", "compared with", "per item", "ratio"], cells))
+    print()
+    print(table(["SSE body, in and out", "MB/s"], [[n, f"{v:,.0f}"] for n, v in mbps]))
+    for r in rows:
+        if r.target is not None:
+            ok = r.ratio <= r.target
+            report.target(f"{r.name} / {r.baseline}", fmt_ratio(r.ratio), f"<= {r.target}x", ok)
+
+
 def load_average() -> str:
     """The 1-minute load average (other work on the machine inflates every figure)."""
     try:
@@ -861,6 +881,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     truncate_section(config, report)
     construction(stream, config, report)
     memory(config, report)
+    adapters_section(stream, config, report)
 
     print("\n### Targets\n")
     rows = [[t.name, t.measured, t.target, "met" if t.ok else "MISSED"] for t in report.targets]

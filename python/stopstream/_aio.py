@@ -10,6 +10,7 @@ stop fires: it closes the upstream itself (Starlette's ``StreamingResponse`` nev
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, Callable
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from stopstream._core import ByteStopFilter, StopFilter
@@ -25,9 +26,14 @@ BytesLike = bytes | bytearray | memoryview
 
 
 class _FilterStage:
-    """A native filter as a lifecycle stage; the first item decides between str and bytes."""
+    """A native filter as a lifecycle stage; the first item decides between str and bytes.
 
-    __slots__ = ("errors", "filter", "include_stop", "position", "push", "stops")
+    After the first item, ``push`` is the filter's own ``feed`` and ``closing`` reads its
+    ``stopped`` through ``attrgetter``: no Python frame per item (``explain`` words an error
+    afterwards).
+    """
+
+    __slots__ = ("errors", "filter", "include_stop", "push", "stops")
 
     def __init__(self, stops: Stops, include_stop: bool | None, errors: str) -> None:
         if errors not in ("strict", "replace"):
@@ -37,14 +43,11 @@ class _FilterStage:
         self.include_stop = self.stops.include_stop
         self.errors = errors
         self.filter: StopFilter | ByteStopFilter | None = None
-        self.position = 0
         # The first item goes through ``_first``; later ones straight to the filter's ``feed``.
         self.push: Callable[[Any], str | bytes] = self._first
 
-    @property
-    def closing(self) -> bool:
-        f = self.filter
-        return f is not None and f.stopped
+    # Read only after a ``push``, so the filter exists.
+    closing = property(attrgetter("filter.stopped"))
 
     def _make(self, first: object) -> StopFilter | ByteStopFilter:
         if isinstance(first, str):
@@ -57,23 +60,19 @@ class _FilterStage:
                 f"item at position 0 must be str or bytes-like, not {type(item).__name__}"
             )
         f = self.filter = self._make(item)
-        self.push = self._next
-        self.position = 1
+        self.push = f.feed
         return f.feed(item)  # type: ignore[arg-type]
 
-    def _next(self, item: Any) -> str | bytes:
+    def explain(self, error: Exception, item: object, position: int) -> Exception:
+        """The error to raise for a bad item at ``position`` (the filter's own, reworded)."""
         f = self.filter
-        assert f is not None
-        position = self.position
-        self.position = position + 1
-        try:
-            return f.feed(item)
-        except TypeError:
-            started = "str" if isinstance(f, StopFilter) else "bytes"
-            raise TypeError(
-                f"item at position {position} is {type(item).__name__}, "
-                f"but the stream started with {started}"
-            ) from None
+        if position == 0 or f is None or not isinstance(error, TypeError):
+            return error
+        started = "str" if isinstance(f, StopFilter) else "bytes"
+        return TypeError(
+            f"item at position {position} is {type(item).__name__}, "
+            f"but the stream started with {started}"
+        )
 
     def end(self) -> list[Any]:
         f = self.filter

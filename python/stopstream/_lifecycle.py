@@ -7,6 +7,8 @@ I/O-free object that turns items into output:
   output items; it raises for a bad item;
 - ``stage.closing`` is true once the stage wants no more input (a stop fired and the upstream
   should be closed now);
+- ``stage.explain(error, item, position)``, optional: the exception to raise for a bad item
+  (a stage whose ``push`` is a native method words the error there);
 - ``stage.end()`` returns the output still owed once the upstream is done: after it ran out by
   itself, or after ``closing`` and the close. It is not called after an upstream error or a
   close asked for by the consumer: a dropped stream is not a finished one.
@@ -39,7 +41,7 @@ import inspect
 from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -170,15 +172,13 @@ class AsyncPull(Generic[_Out]):
                     raise StopAsyncIteration
                 position = self._position
                 self._position = position + 1
+                bad = None
                 try:
                     out = stage.push(item)
-                except Exception as bad:
-                    self._done = True
-                    try:
-                        await self._close_upstream()
-                    except Exception as close_error:
-                        bad.__context__ = close_error
-                    raise
+                except Exception as error:
+                    bad = error
+                if bad is not None:
+                    await self._bad_item(bad, item, position)
                 if out.__class__ is list:
                     queue.extend(out)
                     out = None
@@ -193,6 +193,20 @@ class AsyncPull(Generic[_Out]):
                     return out  # type: ignore[no-any-return]
         finally:
             self._running = False
+
+    async def _bad_item(self, error: Exception, item: object, position: int) -> NoReturn:
+        """Ends the stream for a bad item: closes the upstream, raises the stage's error (a
+        failing close is its ``__context__``)."""
+        self._done = True
+        explain = getattr(self._stage, "explain", None)
+        bad = error if explain is None else explain(error, item, position)
+        if bad is not error:
+            bad.__suppress_context__ = True
+        try:
+            await self._close_upstream()
+        except Exception as close_error:
+            bad.__context__ = close_error
+        raise bad
 
     async def _close_upstream(self) -> None:
         """Closes what is left of the upstream (each object once)."""

@@ -332,7 +332,7 @@ class _MessagesDriver(ModelDriver):
                 and not isinstance(item, Mapping)
             ):
                 out = _feed_unless_stop(f, text)
-                if out is not None:
+                if out is not None and delta is not None:
                     self._last = item
                     if not out:
                         return []  # held back whole: not emitted

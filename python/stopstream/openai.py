@@ -297,7 +297,7 @@ class _ChatDriver(ModelDriver):
                     and not isinstance(item, Mapping)
                 ):
                     out = _feed_unless_stop(f, content)
-                    if out is not None:
+                    if out is not None and delta is not None:
                         self._last = item
                         self._chat.note_template(item)
                         if out == content:

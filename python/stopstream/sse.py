@@ -315,8 +315,9 @@ class SSEDriver:
 def native_stage(machine: ChatMachine | MessagesMachine) -> _SSEStage:
     """The stage the SSE streams run: native parsing, ``SSEDriver`` for all but the common
     event."""
-    shape = "chat" if isinstance(machine, ChatMachine) else "messages"
-    return _SSEStage(SSEDriver(machine), shape, Event)
+    if isinstance(machine, ChatMachine):
+        return _SSEStage(SSEDriver(machine), "chat", Event)
+    return _SSEStage(SSEDriver(machine), "messages", Event)
 
 
 class OpenAISSEStream(SyncAdapterStream[bytes], _ChatResult):
