@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import sys
 import time
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
@@ -310,6 +311,10 @@ def measure(texts: Sequence[str], repeats: int) -> tuple[list[Row], list[tuple[s
 
 def main() -> None:
     texts = corpus.mixed_stream().prefix(4_000).str_chunks
+    if sys.argv[1:2] == ["--dump"]:  # the Chat chunks, for rust/examples/json_scan.rs
+        with open(sys.argv[2], "wb") as f:
+            f.writelines(d + b"\n" for d in bodies(texts).chat_data)
+        return
     rows, mbps = measure(texts, 7)
     for r in rows:
         print(f"{r.name}: {r.ns:.0f} ns vs {r.baseline} {r.baseline_ns:.0f} ns = {r.ratio:.2f}x")

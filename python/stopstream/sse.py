@@ -20,9 +20,13 @@ What comes out:
 
 - An event the adapter passes through unchanged is forwarded byte for byte. So are comment-only
   blocks (keep-alives), ``data: [DONE]``, and events whose data is not a JSON object.
-- An event the adapter changes is re-serialized in place: its ``event:``, ``id:``, comment and
-  other lines stay as they were, its ``data:`` lines become one ``data:`` line holding compact
-  JSON (UTF-8, non-ASCII kept as is), with the body's own line ending.
+- A text delta whose text alone changes (held back, or released, no stop firing) is spliced:
+  only its text string is replaced, re-escaped as JSON (``json.dumps(..., ensure_ascii=False)``
+  escapes), and every other byte is kept. This runs natively for single-line ``data:`` events.
+- Any other event the adapter changes is re-serialized in place: its ``event:``, ``id:``,
+  comment and other lines stay as they were, its ``data:`` lines become one ``data:`` line
+  holding compact JSON (UTF-8, non-ASCII kept as is), with the body's own line ending. (For the
+  compact JSON the providers send, a splice and a re-serialization give the same bytes.)
 - Events the adapter adds (Anthropic's ``content_block_stop`` / ``message_delta`` /
   ``message_stop`` after a stop, OpenAI's final chunks) are written as ``event: TYPE`` +
   ``data:`` (Anthropic) or ``data:`` (OpenAI).
@@ -30,6 +34,13 @@ What comes out:
   still owed are written (for OpenAI followed by ``data: [DONE]``), and the body ends. With
   ``on_stop="drain"``, the rest of the upstream body is read and dropped, except comment blocks
   (keep-alives) and Anthropic ``ping`` events; the upstream's ``data: [DONE]`` is kept.
+
+The body is parsed natively (``stopstream._core._SSEStage``), which also handles the common
+event, a text delta of an open text stream that fires no stop, without decoding it into Python
+objects; every other event goes, decoded, to the adapter machine of ``stopstream.openai`` /
+``stopstream.anthropic`` (``SSEDriver``), the one place the rules live. ``SSEParser`` and
+``SSEDriver`` also run a body entirely in Python: the reference the native path is tested
+against.
 """
 
 from __future__ import annotations

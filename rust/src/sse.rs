@@ -15,13 +15,14 @@
 //! * [`escape_json_str`] and [`splice`]: a changed text replaces only its string token; every
 //!   other byte of the event is kept.
 //!
-//! JSON is read with pydantic's `jiter` (its iterator API: `peek`, `next_key`, `known_str`,
-//! `known_skip`), which gives byte offsets for free and decodes a string only when asked; the
-//! alternative, `serde_json` with borrowed `RawValue` fields, needs a derive per shape, finds
-//! offsets by pointer arithmetic and parses the text string twice. On the real event bodies of
-//! `benches/` (cl100k token streams) `jiter` scanned a Chat chunk in about 0.30 µs and
-//! `serde_json` in about 0.40 µs (`examples/json_scan.rs`); both crates are maintained by
-//! active projects.
+//! JSON is read with pydantic's `jiter` through its iterator API (`peek`, `next_key`,
+//! `known_str`, `next_skip`): it walks a shape given as data, gives byte offsets as it goes, and
+//! decodes a string only when asked. `serde_json` (the other candidate; both are well kept)
+//! needs a derive (or a hand-written visitor) per shape, finds offsets by pointer arithmetic on
+//! borrowed `RawValue`s and decodes the text a second time. On the benchmark's real Chat chunks
+//! (`examples/json_scan.rs`, 4,002 cl100k-token events, best of 15, on a loaded 2-core
+//! machine) the two are level: `jiter` 405 to 420 ns per event, `serde_json` 375 to 410 ns;
+//! the table-driven walk decides.
 
 use std::ops::Range;
 
@@ -548,11 +549,16 @@ pub fn splice<'a>(
 mod tests {
     use super::*;
 
-    /// Every block a body holds, as (raw, data values), fed in pieces of `size` bytes.
-    fn blocks(body: &[u8], size: usize) -> Vec<(Vec<u8>, Vec<Vec<u8>>)> {
+    /// Blocks as (raw bytes, data values).
+    type Blocks = Vec<(Vec<u8>, Vec<Vec<u8>>)>;
+    /// Texts found as (first id, JSON token, decoded text); `None` for the slow path.
+    type Texts = Option<Vec<(i64, String, String)>>;
+
+    /// Every block a body holds, fed in pieces of `size` bytes.
+    fn blocks(body: &[u8], size: usize) -> Blocks {
         let mut p = Parser::new();
         let mut out = Vec::new();
-        let read = |p: &Parser, out: &mut Vec<(Vec<u8>, Vec<Vec<u8>>)>| {
+        let read = |p: &Parser, out: &mut Blocks| {
             let raw = p.raw().to_vec();
             let values =
                 p.lines().iter().filter_map(|l| l.value.map(|(a, b)| raw[a..b].to_vec())).collect();
@@ -594,7 +600,7 @@ mod tests {
             (b"datax: a\n\n", &[(b"datax: a\n\n", &[])]),
         ];
         for &(body, want) in cases {
-            let want: Vec<(Vec<u8>, Vec<Vec<u8>>)> = want
+            let want: Blocks = want
                 .iter()
                 .map(|(raw, values)| (raw.to_vec(), values.iter().map(|v| v.to_vec()).collect()))
                 .collect();
@@ -615,7 +621,7 @@ mod tests {
         assert_eq!(p.eol(), b"\r\n");
     }
 
-    fn texts(shape: &Shape, data: &str) -> Option<Vec<(i64, String, String)>> {
+    fn texts(shape: &Shape, data: &str) -> Texts {
         let mut s = Scanner::new();
         match s.scan(shape, data.as_bytes()) {
             Scan::Texts => Some(
@@ -635,7 +641,7 @@ mod tests {
     #[test]
     fn chat_scan_table() {
         let t = |a: i64, b: &str, c: &str| (a, b.to_string(), c.to_string());
-        let cases: &[(&str, Option<Vec<(i64, String, String)>>)] = &[
+        let cases: &[(&str, Texts)] = &[
             (
                 r#"{"id":"x","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}"#,
                 Some(vec![t(0, "\"Hi\"", "Hi")]),
@@ -677,7 +683,7 @@ mod tests {
 
     #[test]
     fn messages_scan_table() {
-        let cases: &[(&str, Option<Vec<(i64, String, String)>>)] = &[
+        let cases: &[(&str, Texts)] = &[
             (
                 r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"\"q\""}}"#,
                 Some(vec![(1, r#""\"q\"""#.into(), "\"q\"".into())]),
