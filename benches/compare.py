@@ -5,6 +5,7 @@ Usage (from the repository root, with the package built in release mode)::
     python benches/compare.py           # full run: about a minute on 2 idle cores
     python benches/compare.py --quick   # smoke run (small inputs, few repeats): ~20 s
     python benches/compare.py --strict  # also exit 1 when a target is missed
+    python benches/compare.py --adapters-only  # only the provider adapters (benches/adapters.py)
 
 The tables are Markdown. Times come from ``time.perf_counter_ns`` with the garbage collector
 off during each timed run; each figure is the fastest of several runs (the median of three for
@@ -861,6 +862,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="fast smoke run (small inputs)")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument(
+        "--adapters-only", action="store_true", help="only the provider adapters' section"
+    )
     args = parser.parse_args(argv)
     config = QUICK if args.quick else FULL
     started = time.monotonic()
@@ -871,16 +875,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = Report()
     header(stream, config)
 
-    log("checking outputs")
-    check_outputs(stream, {k: v for k, v in sets.items() if k != "10k"}, report)
-    log("timing")
-    per_chunk(stream, sets, config, report)
-    flatness(stream, config, report)
-    by_corpus(config)
-    holdback(stream, sets, config, report)
-    truncate_section(config, report)
-    construction(stream, config, report)
-    memory(config, report)
+    if not args.adapters_only:
+        log("checking outputs")
+        check_outputs(stream, {k: v for k, v in sets.items() if k != "10k"}, report)
+        log("timing")
+        per_chunk(stream, sets, config, report)
+        flatness(stream, config, report)
+        by_corpus(config)
+        holdback(stream, sets, config, report)
+        truncate_section(config, report)
+        construction(stream, config, report)
+        memory(config, report)
     adapters_section(stream, config, report)
 
     print("\n### Targets\n")
