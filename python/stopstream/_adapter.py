@@ -16,7 +16,7 @@ class, private state and helper methods survive (LiteLLM's ``ModelResponseStream
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterable, Callable, Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
@@ -204,24 +204,40 @@ class ModelDriver:
     synthesized one is a new ``dict`` for dict input, or an SDK object made by ``rebuild``.
     """
 
-    __slots__ = ("_last", "_machine", "_rebuild")
+    __slots__ = ("_last", "_machine", "_rebuild", "closing")
 
     def __init__(self, machine: Machine, rebuild: Rebuild = rebuild_from_sample) -> None:
         self._machine = machine
         self._rebuild = rebuild
         self._last: object = None
-
-    @property
-    def closing(self) -> bool:
-        return self._machine.closing
+        # The machine's ``closing``, copied after each call into it: read after every item, it
+        # is a plain attribute (no Python frame), and only the machine's calls change it.
+        self.closing = machine.closing
 
     def push(self, item: Any) -> list[Any]:
         view = as_json(item)
         self._last = item
-        return [self._output(value, item, view) for value, _ in self._machine.feed(view)]
+        machine = self._machine
+        try:
+            return [self._output(value, item, view) for value, _ in machine.feed(view)]
+        finally:
+            self.closing = machine.closing
 
     def end(self) -> list[Any]:
-        return [self._output(value, self._last, None) for value, _ in self._machine.end()]
+        machine = self._machine
+        try:
+            return [self._output(value, self._last, None) for value, _ in machine.end()]
+        finally:
+            self.closing = machine.closing
+
+    @staticmethod
+    def plain(cls: type[Any], known: dict[type[Any], bool]) -> bool:
+        """Whether items of class ``cls`` are SDK objects rather than mappings (cached in
+        ``known``: an ABC ``isinstance`` check costs more than the rest of a fast path)."""
+        plain = known.get(cls)
+        if plain is None:
+            plain = known[cls] = not issubclass(cls, Mapping)
+        return plain
 
     def _output(self, value: JSON, item: object, view: JSON | None) -> object:
         if value is view:
@@ -249,8 +265,9 @@ class SyncAdapterStream(Generic[_Out]):
             raise TypeError(f"stream must be an iterable, not {type(source).__name__}")
         self._pull = pull(source, driver)
 
-    def __iter__(self) -> Self:
-        return self
+    def __iter__(self) -> Iterator[_Out]:
+        # The native driver itself: a ``for`` loop then pulls with no Python frame per item.
+        return self._pull
 
     def __next__(self) -> _Out:
         return next(self._pull)  # type: ignore[no-any-return]

@@ -34,7 +34,7 @@ The SDK is not imported until an SDK event has to be synthesized (``anthropic.ty
 from __future__ import annotations
 
 import importlib
-from collections.abc import AsyncIterable, Iterable, Mapping
+from collections.abc import AsyncIterable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from stopstream._adapter import (
@@ -308,31 +308,32 @@ class _MessagesDriver(ModelDriver):
     the event's own ``model_copy`` with only the text replaced (what ``update_model`` makes of
     it). Anything else goes to the machine, after which the open blocks are read again."""
 
-    __slots__ = ("_messages", "_text")
+    __slots__ = ("_known", "_messages", "_text")
 
     def __init__(self, machine: MessagesMachine) -> None:
         super().__init__(machine, _rebuild)
         self._messages = machine
         self._text: dict[Any, StopFilter] = {}
+        self._known: dict[type[Any], bool] = {}
 
     def push(self, item: Any) -> list[Any]:
-        if (
-            type(item) is not dict
-            and getattr(item, "type", None) == "content_block_delta"
-            and self._messages.open
-        ):
-            delta = getattr(item, "delta", None)
-            text = getattr(delta, "text", None)
-            index = getattr(item, "index", None)
-            f = self._text.get(index) if type(index) is int else None
-            if (
-                f is not None
-                and type(text) is str
-                and getattr(delta, "type", None) == "text_delta"
-                and not isinstance(item, Mapping)
-            ):
-                out = _feed_unless_stop(f, text)
-                if out is not None and delta is not None:
+        cls = type(item)
+        plain = self._known.get(cls)
+        if plain is None:
+            plain = self.plain(cls, self._known)
+        if plain and self._messages._phase == "open":
+            delta: Any = None
+            try:
+                if item.type == "content_block_delta":
+                    delta = item.delta
+                text = delta.text if delta is not None and delta.type == "text_delta" else None
+                # A dict lookup, like the machine's (an index ``1.0`` finds block 1 there too).
+                f = self._text.get(item.index) if type(text) is str else None
+            except AttributeError:
+                f = None
+            if f is not None:
+                out = _feed_unless_stop(f, text)  # type: ignore[arg-type]
+                if out is not None:
                     self._last = item
                     if not out:
                         return []  # held back whole: not emitted

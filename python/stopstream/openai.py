@@ -42,7 +42,7 @@ is an extra field of the model.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterable, Iterable, Mapping
+from collections.abc import AsyncIterable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from stopstream._adapter import (
@@ -274,37 +274,44 @@ class _ChatDriver(ModelDriver):
     and one native call; a changed chunk is the chunk's own ``model_copy`` with only the content
     replaced (what ``update_model`` makes of it). Anything else goes to the machine."""
 
-    __slots__ = ("_chat", "_open")
+    __slots__ = ("_chat", "_known", "_open")
 
     def __init__(self, machine: ChatMachine) -> None:
         super().__init__(machine)
         self._chat = machine
         self._open = machine._open
+        self._known: dict[type[Any], bool] = {}
 
     def push(self, item: Any) -> list[Any]:
-        if type(item) is not dict and self._chat.open:
-            choices = getattr(item, "choices", None)
-            if type(choices) is list and len(choices) == 1 and getattr(item, "usage", 0) is None:
-                choice = choices[0]
-                index = getattr(choice, "index", None)
-                f = self._open.get(index) if type(index) is int else None
-                delta = getattr(choice, "delta", None)
-                content = getattr(delta, "content", None)
-                if (
-                    f is not None
-                    and type(content) is str
-                    and getattr(choice, "finish_reason", 0) is None
-                    and not isinstance(item, Mapping)
-                ):
-                    out = _feed_unless_stop(f, content)
-                    if out is not None and delta is not None:
-                        self._last = item
-                        self._chat.note_template(item)
-                        if out == content:
-                            return [item]
-                        delta = delta.model_copy(update={"content": out})
-                        choice = choice.model_copy(update={"delta": delta})
-                        return [item.model_copy(update={"choices": [choice]})]
+        cls = type(item)
+        plain = self._known.get(cls)
+        if plain is None:
+            plain = self.plain(cls, self._known)
+        if plain and self._chat._phase == "open":
+            try:
+                choices = item.choices
+                f = content = None
+                delta: Any = None
+                if type(choices) is list and len(choices) == 1 and item.usage is None:
+                    choice = choices[0]
+                    if choice.finish_reason is None:
+                        index = choice.index
+                        delta = choice.delta
+                        content = delta.content
+                        if type(index) is int and type(content) is str:
+                            f = self._open.get(index)
+            except AttributeError:
+                f = None
+            if f is not None:
+                out = _feed_unless_stop(f, content)  # type: ignore[arg-type]
+                if out is not None:
+                    self._last = item
+                    self._chat._template = item
+                    if out == content:
+                        return [item]
+                    delta = delta.model_copy(update={"content": out})
+                    choice = choice.model_copy(update={"delta": delta})
+                    return [item.model_copy(update={"choices": [choice]})]
         return super().push(item)
 
 
