@@ -45,6 +45,7 @@
 mod automaton;
 mod error;
 mod stream;
+mod tokens;
 mod utf8;
 
 #[cfg(any(feature = "python", test))]
@@ -58,6 +59,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 pub use crate::automaton::{Hit, Step};
 pub use crate::error::{DecodeError, Error};
 pub use crate::stream::{ByteOut, ByteStream, Emit, Status, TextStream};
+pub use crate::tokens::{Token, TokenStream, Vocab};
 pub use crate::utf8::encode_code_points;
 
 use crate::automaton::Automaton;
@@ -141,6 +143,12 @@ impl StopSet {
     fn is<B: AsRef<[u8]>>(&self, stops: &[B]) -> bool {
         let pats = self.automaton.patterns();
         pats.len() == stops.len() && pats.iter().zip(stops).all(|(p, s)| **p == *s.as_ref())
+    }
+
+    /// The empty stop list, shared.
+    pub(crate) fn none() -> &'static StopSet {
+        static NONE: OnceLock<StopSet> = OnceLock::new();
+        NONE.get_or_init(|| StopSet { automaton: Automaton::new(Vec::new()) })
     }
 
     pub(crate) fn automaton(&self) -> &Automaton {
