@@ -39,6 +39,7 @@ use crate::StopSet;
 pub struct Vocab {
     text: Vec<u8>,
     entries: Vec<Entry>,
+    strip_leading_space: bool,
 }
 
 /// Where a token's bytes are in the buffer; `len` is [`Entry::HOLE`] or [`Entry::SPECIAL`] for
@@ -99,7 +100,21 @@ impl Vocab {
             e.len = Entry::SPECIAL;
         }
         text.shrink_to_fit();
-        Ok(Vocab { text, entries })
+        Ok(Vocab { text, entries, strip_leading_space: false })
+    }
+
+    /// Makes a stream drop one space at the very start of its text, as SentencePiece-style
+    /// decoders do (`Strip(" ", 1, 0)` after `Fuse`, or `Metaspace` with a prepend scheme): the
+    /// encoder put it there.
+    #[must_use]
+    pub fn with_strip_leading_space(mut self, strip: bool) -> Vocab {
+        self.strip_leading_space = strip;
+        self
+    }
+
+    /// Whether streams drop one space at the very start of their text.
+    pub fn strips_leading_space(&self) -> bool {
+        self.strip_leading_space
     }
 
     /// Number of ids (assigned or not): valid ids are `0..len()`.
@@ -158,6 +173,8 @@ pub struct TokenStream {
     stop_token: Option<i64>,
     /// `finish` was called.
     finished: bool,
+    /// No text byte was fed yet (the vocabulary's leading-space rule applies to the next one).
+    at_start: bool,
     /// Decoded bytes emitted so far.
     emitted: u64,
     /// Tokens fed and not released: `pending[head..]`. Entries before `head` are released and
@@ -181,8 +198,15 @@ impl PartialEq for TokenStream {
                 .map(|(i, p)| (p.start, p.has_text, (i < live).then_some(p.end)))
                 .collect()
         }
-        (self.bytes, self.stop_token, self.finished, self.emitted, &self.stop_ids)
-            == (other.bytes, other.stop_token, other.finished, other.emitted, &other.stop_ids)
+        (self.bytes, self.stop_token, self.finished, self.at_start, self.emitted, &self.stop_ids)
+            == (
+                other.bytes,
+                other.stop_token,
+                other.finished,
+                other.at_start,
+                other.emitted,
+                &other.stop_ids,
+            )
             && entries(self) == entries(other)
     }
 }
@@ -193,6 +217,7 @@ impl Eq for TokenStream {}
 #[derive(Clone, Copy)]
 struct Mark {
     bytes: ByteStream,
+    at_start: bool,
     emitted: u64,
     len: usize,
     settled: usize,
@@ -222,6 +247,7 @@ impl TokenStream {
             stop_ids: ids.into(),
             stop_token: None,
             finished: false,
+            at_start: true,
             emitted: 0,
             pending: Vec::new(),
             head: 0,
@@ -301,6 +327,7 @@ impl TokenStream {
         self.compact();
         let mark = Mark {
             bytes: self.bytes,
+            at_start: self.at_start,
             emitted: self.emitted,
             len: self.pending.len(),
             settled: self.settled,
@@ -309,6 +336,7 @@ impl TokenStream {
         for (position, &id) in ids.iter().enumerate() {
             if let Err(e) = self.push(vocab, set, position, id, out) {
                 self.bytes = mark.bytes;
+                self.at_start = mark.at_start;
                 self.emitted = mark.emitted;
                 self.pending.truncate(mark.len);
                 self.settled = mark.settled;
@@ -340,6 +368,7 @@ impl TokenStream {
         self.bytes.reset();
         self.stop_token = None;
         self.finished = false;
+        self.at_start = true;
         self.emitted = 0;
         self.pending.clear();
         self.head = 0;
@@ -373,7 +402,15 @@ impl TokenStream {
         }
         let before = self.decoded(set);
         let text = match token {
-            Token::Text(t) if !t.is_empty() => t,
+            Token::Text(t) if !t.is_empty() => {
+                let strip =
+                    std::mem::take(&mut self.at_start) && vocab.strip_leading_space && t[0] == b' ';
+                &t[usize::from(strip)..]
+            }
+            _ => &[],
+        };
+        let text = match text {
+            t if !t.is_empty() => t,
             _ => {
                 let settled = self.bytes.tail().is_empty();
                 self.pending.push(Pending { start: before, end: before, has_text: false });
@@ -530,14 +567,16 @@ mod tests {
         Some(b"<|eot|>"),          // 16 special
         Some(b"\xacb"),            // 17 completes € after 12, then b
         Some(b"\n"),               // 18
+        Some(b" "),                // 19
+        Some(b" a"),               // 20
     ];
     const SPECIAL: &[i64] = &[14, 16];
     /// One past the last id.
-    const END: i64 = 19;
+    const END: i64 = 21;
 
-    fn vocab() -> Vocab {
+    fn vocab(strip: bool) -> Vocab {
         assert_eq!(usize::try_from(END).unwrap(), PIECES.len());
-        Vocab::new(PIECES.iter().copied(), SPECIAL).unwrap()
+        Vocab::new(PIECES.iter().copied(), SPECIAL).unwrap().with_strip_leading_space(strip)
     }
 
     fn text_of(id: i64) -> &'static [u8] {
@@ -613,7 +652,13 @@ mod tests {
     }
 
     /// The contract for all of `ids` fed so far (`last`: finish was called), from scratch.
+    #[allow(
+        clippy::too_many_arguments,
+        clippy::fn_params_excessive_bools,
+        reason = "the test's whole configuration"
+    )]
     fn model(
+        strip: bool,
         stops: &[Vec<u8>],
         include: bool,
         replace: bool,
@@ -626,9 +671,14 @@ mod tests {
         let last = last || stop_at.is_some();
         let mut raw = Vec::new();
         let mut ranges = Vec::new();
+        let mut first = true;
         for &id in ids {
             let a = raw.len();
-            raw.extend_from_slice(text_of(id));
+            let mut t = text_of(id);
+            if !t.is_empty() && std::mem::take(&mut first) && strip && t[0] == b' ' {
+                t = &t[1..];
+            }
+            raw.extend_from_slice(t);
             ranges.push((a, raw.len()));
         }
         let (units, text) = decode_units(&raw, last);
@@ -688,13 +738,14 @@ mod tests {
     /// Feeds `calls` (each a list of ids; `None` is `finish`) to a stream and to the model,
     /// comparing after every call. A call the model rejects must fail and change nothing.
     fn check(
+        strip: bool,
         stops: &[Vec<u8>],
         include: bool,
         replace: bool,
         stop_ids: &[i64],
         calls: &[Option<Vec<i64>>],
     ) -> Result<(), TestCaseError> {
-        let vocab = vocab();
+        let vocab = vocab(strip);
         let set = StopSet::new(stops).unwrap();
         let mut st = TokenStream::new(&vocab, include, replace, stop_ids).unwrap();
         let (mut fed, mut out, mut released) = (Vec::new(), Vec::new(), 0usize);
@@ -708,7 +759,7 @@ mod tests {
                 let bad = ids.iter().position(|&i| vocab.get(i).is_none());
                 let mut upto = fed.clone();
                 upto.extend_from_slice(&ids[..bad.unwrap_or(ids.len())]);
-                let mut want = model(stops, include, replace, stop_ids, &upto, finished);
+                let mut want = model(strip, stops, include, replace, stop_ids, &upto, finished);
                 if bad.is_some() && !matches!(want, Outcome::Ok(_, _, true)) {
                     want = Outcome::Error;
                 }
@@ -721,7 +772,7 @@ mod tests {
                 (r, want)
             } else {
                 let r = st.finish(&set, &mut out);
-                let want = model(stops, include, replace, stop_ids, &fed, true);
+                let want = model(strip, stops, include, replace, stop_ids, &fed, true);
                 if want != Outcome::Error {
                     finished = true;
                 }
@@ -782,10 +833,11 @@ mod tests {
             stops in prop::collection::vec(stop_word(), 0..4),
             include in any::<bool>(),
             replace in any::<bool>(),
+            strip in any::<bool>(),
             stop_ids in prop::collection::vec(prop::sample::select(vec![1i64, 4, 8, 13, 14, 11]), 0..2),
             calls in calls(),
         ) {
-            check(&stops, include, replace, &stop_ids, &calls)?;
+            check(strip, &stops, include, replace, &stop_ids, &calls)?;
         }
     }
 
@@ -795,7 +847,7 @@ mod tests {
         stop_ids: &[i64],
         calls: &[&[i64]],
     ) -> Vec<(String, usize)> {
-        let vocab = vocab();
+        let vocab = vocab(false);
         let set = StopSet::new(stops.iter().map(|s| s.as_bytes())).unwrap();
         let mut st = TokenStream::new(&vocab, include, true, stop_ids).unwrap();
         let mut got = Vec::new();
@@ -854,12 +906,12 @@ mod tests {
 
     #[test]
     fn invalid_ids_consume_nothing() {
-        let vocab = vocab();
+        let vocab = vocab(false);
         let set = StopSet::new(["</a>"]).unwrap();
         let mut st = TokenStream::new(&vocab, false, true, &[]).unwrap();
         let mut out = Vec::new();
         st.feed(&vocab, &set, &[0, 4], &mut out).unwrap();
-        for bad in [-1, 15, 19, i64::MAX, i64::MIN] {
+        for bad in [-1, 15, END, i64::MAX, i64::MIN] {
             let before = st.clone();
             let err = st.feed(&vocab, &set, &[1, 7, bad, 0], &mut out).unwrap_err();
             assert_eq!(err.invalid_token(), Some((2, bad)));
@@ -875,7 +927,7 @@ mod tests {
 
     #[test]
     fn strict_errors_consume_nothing() {
-        let vocab = vocab();
+        let vocab = vocab(false);
         let set = StopSet::new(["</a>"]).unwrap();
         let mut st = TokenStream::new(&vocab, false, false, &[]).unwrap();
         let mut out = Vec::new();
@@ -892,7 +944,7 @@ mod tests {
 
     #[test]
     fn reset_reopens() {
-        let vocab = vocab();
+        let vocab = vocab(false);
         let set = StopSet::new(["b"]).unwrap();
         let mut st = TokenStream::new(&vocab, false, true, &[14]).unwrap();
         let mut out = Vec::new();
