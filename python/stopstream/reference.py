@@ -469,13 +469,13 @@ class ReferenceTokenStopFilter:
         ranges: list[tuple[int, int]] = []
         first = True
         for i in body:
-            text = self._text(i)
-            if text and first:
+            piece = self._text(i)
+            if piece and first:
                 first = False
-                if self._strip and text[:1] == b" ":
-                    text = text[1:]
-            ranges.append((len(raw), len(raw) + len(text)))
-            raw += text
+                if self._strip and piece[:1] == b" ":
+                    piece = piece[1:]
+            ranges.append((len(raw), len(raw) + len(piece)))
+            raw += piece
         units, text = _units(raw, final)
         match = find_stop(text, self._stops)
         if self._errors == "strict":
