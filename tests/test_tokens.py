@@ -40,8 +40,12 @@ class Case:
         return list(self.encode(text))
 
     @functools.cached_property
-    def valid_ids(self) -> list[int]:
-        return [i for i, t in enumerate(self.tokens) if t is not None]
+    def valid_ids(self) -> st.SearchStrategy[int]:
+        return st.sampled_from([i for i, t in enumerate(self.tokens) if t is not None])
+
+    @functools.cached_property
+    def holes(self) -> list[int]:
+        return [i for i, t in enumerate(self.tokens) if t is None]
 
 
 @functools.cache
@@ -99,7 +103,7 @@ def test_random_ids_decode_like_the_tokenizer(name: str, data: st.DataObject) ->
     """Byte-level vocabularies: any ids, invalid UTF-8 included, decode exactly as the
     tokenizer's own decode (special tokens skipped)."""
     case = cases()[name]
-    ids = data.draw(st.lists(st.sampled_from(case.valid_ids), max_size=30))
+    ids = data.draw(st.lists(case.valid_ids, max_size=30))
     if name == "cl100k":
         plain = [i for i in ids if i not in case.special]
         want = tokenizer_support.cl100k().decode_bytes(plain).decode("utf-8", "replace")
@@ -114,7 +118,7 @@ def test_byte_fallback_ids_decode_like_the_tokenizer(data: st.DataObject) -> Non
     """Byte-fallback: equal to the tokenizer's decode whenever the bytes are valid UTF-8 (on
     invalid runs HF writes one U+FFFD per byte, the contract CPython's count)."""
     case = cases()["byte_fallback"]
-    ids = data.draw(st.lists(st.sampled_from(case.valid_ids), max_size=30))
+    ids = data.draw(st.lists(case.valid_ids, max_size=30))
     got = run_all(stopstream.TokenStopFilter(case.vocab, None), ids)
     raw = b"".join(case.tokens[i] or b"" for i in ids if i not in case.special)
     if case.strip and raw[:1] == b" ":
@@ -178,8 +182,7 @@ def streams(draw: st.DrawFn, case: Case) -> tuple[list[int], tuple[str, ...]]:
             stops.append(text[a : a + draw(st.integers(1, 6))])
         ids = case.ids(text)
     else:
-        pool = st.sampled_from(case.valid_ids)
-        ids = draw(st.lists(pool | st.sampled_from(case.special), max_size=24))
+        ids = draw(st.lists(case.valid_ids | st.sampled_from(case.special), max_size=24))
         stops = draw(st.lists(st.sampled_from(GUARDS), max_size=3))
     return ids, tuple(s for s in stops if s)
 
@@ -305,7 +308,7 @@ def test_feed_batch_is_all_or_nothing() -> None:
 @pytest.mark.parametrize("name", ["cl100k", "byte_fallback"])
 def test_bad_ids_change_nothing(name: str, data: st.DataObject) -> None:
     case = cases()[name]
-    holes = [i for i, t in enumerate(case.tokens) if t is None]
+    holes = case.holes
     bad_ids = st.sampled_from([-1, -(2**63) - 1, len(case.tokens), 2**63, 2**200, *holes[:3]])
     ids, stops = data.draw(streams(case))
     f = stopstream.TokenStopFilter(case.vocab, stops)
