@@ -5,6 +5,9 @@
 //! rest. `feed_batch` converts every stream's ids, takes every filter's lock, detaches for the
 //! Rust work, then builds the pieces: one GIL release per engine step instead of one per stream.
 
+use std::cell::RefCell;
+use std::sync::OnceLock;
+
 use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyString, PyTuple, PyType};
@@ -20,6 +23,34 @@ use crate::{Error, Status, TokenStream};
 #[pyclass(frozen, module = "stopstream._core")]
 pub(super) struct Vocab {
     inner: crate::Vocab,
+    /// Each id's text as a `str`, built the first time a feed emits exactly that token's text
+    /// (the usual step: one id in, its text out), so a step builds no string.
+    strs: Box<[OnceLock<Py<PyString>>]>,
+}
+
+impl Vocab {
+    /// The text `out` as a `str`, from the cache when it is exactly the text of `id`.
+    fn text<'py>(
+        &self,
+        py: Python<'py>,
+        id: Option<i64>,
+        out: &[u8],
+    ) -> PyResult<Bound<'py, PyString>> {
+        if let Some(id) = id.filter(|_| !out.is_empty()) {
+            if let (Some(crate::Token::Text(t)), Ok(i)) = (self.inner.get(id), usize::try_from(id))
+            {
+                if t == out {
+                    if let Some(s) = self.strs[i].get() {
+                        return Ok(s.bind(py).clone());
+                    }
+                    let s = make_str(py, out)?;
+                    let _ = self.strs[i].set(s.clone().unbind());
+                    return Ok(s);
+                }
+            }
+        }
+        make_str(py, out)
+    }
 }
 
 /// Ids as given, converted to `i64`, with the ints too large for it kept for error messages.
@@ -31,7 +62,11 @@ struct Ids {
 
 impl Ids {
     /// Appends the ids of `obj` (an iterable of ints); `what` names it in messages.
-    fn extend(&mut self, obj: &Bound<'_, PyAny>, what: &str) -> PyResult<()> {
+    fn extend(&mut self, obj: &Bound<'_, PyAny>, what: &str, index: Option<usize>) -> PyResult<()> {
+        let what = |(): ()| match index {
+            Some(i) => format!("{what}[{i}]"),
+            None => what.to_owned(),
+        };
         let start = self.ids.len();
         let push = |this: &mut Ids, i: usize, item: &Bound<'_, PyAny>| -> PyResult<()> {
             match item.extract::<i64>() {
@@ -44,7 +79,8 @@ impl Ids {
                 Err(e) if item.hasattr("__index__")? => return Err(e),
                 Err(_) => {
                     return Err(PyTypeError::new_err(format!(
-                        "{what}: token id at position {i} must be an int, not {}",
+                        "{}: token id at position {i} must be an int, not {}",
+                        what(()),
                         type_name(item)
                     )))
                 }
@@ -63,13 +99,15 @@ impl Ids {
             }
         } else if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
             return Err(PyTypeError::new_err(format!(
-                "{what} must be an iterable of int, not {}",
+                "{} must be an iterable of int, not {}",
+                what(()),
                 type_name(obj)
             )));
         } else {
             let iter = obj.try_iter().map_err(|_| {
                 PyTypeError::new_err(format!(
-                    "{what} must be an iterable of int, not {}",
+                    "{} must be an iterable of int, not {}",
+                    what(()),
                     type_name(obj)
                 ))
             })?;
@@ -82,7 +120,7 @@ impl Ids {
 
     fn from(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Ids> {
         let mut ids = Ids::default();
-        ids.extend(obj, what)?;
+        ids.extend(obj, what, None)?;
         Ok(ids)
     }
 
@@ -182,7 +220,8 @@ impl Vocab {
                 )),
                 None => PyMemoryError::new_err(e.to_string()),
             })?;
-        Ok(Vocab { inner: inner.with_strip_leading_space(strip_leading_space) })
+        let strs = (0..inner.len()).map(|_| OnceLock::new()).collect();
+        Ok(Vocab { inner: inner.with_strip_leading_space(strip_leading_space), strs })
     }
 
     /// The vocabulary of a `tiktoken.Encoding`.
@@ -273,8 +312,41 @@ impl TokenPiece {
     }
 }
 
-fn piece(py: Python<'_>, text: &[u8], tokens: usize) -> PyResult<Py<TokenPiece>> {
-    Py::new(py, TokenPiece { text: make_str(py, text)?.unbind(), tokens })
+fn piece(text: Bound<'_, PyString>, tokens: usize) -> PyResult<Py<TokenPiece>> {
+    Py::new(text.py(), TokenPiece { text: text.unbind(), tokens })
+}
+
+thread_local! {
+    /// The output buffer of `feed` and `finish`: one allocation per thread, not per call.
+    static OUT: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with this thread's output buffer, emptied (a fresh one if it is in use).
+fn with_out<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+    OUT.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut out) => {
+            out.clear();
+            f(&mut out)
+        }
+        Err(_) => f(&mut Vec::new()),
+    })
+}
+
+/// Up to this many ids per call are converted onto the stack.
+const STACK_IDS: usize = 8;
+
+/// The ids of `obj` when it is a short exact list of ints that fit `i64` (the engine's usual
+/// call: one new id); `None` sends the caller to the general conversion.
+fn short_ids(obj: &Bound<'_, PyAny>, buf: &mut [i64; STACK_IDS]) -> Option<usize> {
+    let l = obj.cast_exact::<PyList>().ok()?;
+    let n = l.len();
+    if n > STACK_IDS {
+        return None;
+    }
+    for (slot, item) in buf.iter_mut().zip(l.iter()) {
+        *slot = item.extract::<i64>().ok()?;
+    }
+    Some(n)
 }
 
 /// Stop sequences and stop token ids over a stream of token ids (`stopstream.TokenStopFilter`).
@@ -326,23 +398,36 @@ impl TokenStopFilter {
     }
 
     fn feed(&self, py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<Py<TokenPiece>> {
-        let ids = Ids::from(ids, "feed()")?;
-        let mut out = Vec::new();
-        let result = lock(py, &self.state)?.feed(
-            &self.vocab.get().inner,
-            &self.stops.set,
-            &ids.ids,
-            &mut out,
-        );
-        let n = result.map_err(|e| token_error(py, &e, |p| ids.show(0, p), self.size()))?;
-        piece(py, &out, n)
+        let mut buf = [0i64; STACK_IDS];
+        let short = short_ids(ids, &mut buf);
+        let general = if short.is_none() { Some(Ids::from(ids, "feed()")?) } else { None };
+        let ids: &[i64] = match &general {
+            Some(g) => &g.ids,
+            None => &buf[..short.unwrap_or(0)],
+        };
+        let vocab = self.vocab.get();
+        let (text, n) = with_out(|out| {
+            let result = lock(py, &self.state)?.feed(&vocab.inner, &self.stops.set, ids, out);
+            let n = result.map_err(|e| {
+                // Only the general conversion meets ints too large for `i64`.
+                let shown = |p: usize| {
+                    general.as_ref().map_or_else(|| ids[p].to_string(), |g| g.show(0, p))
+                };
+                token_error(py, &e, shown, self.size())
+            })?;
+            let single = (ids.len() == 1).then(|| ids[0]);
+            Ok::<_, PyErr>((vocab.text(py, single, out)?, n))
+        })?;
+        piece(text, n)
     }
 
     fn finish(&self, py: Python<'_>) -> PyResult<Py<TokenPiece>> {
-        let mut out = Vec::new();
-        let result = lock(py, &self.state)?.finish(&self.stops.set, &mut out);
-        let n = result.map_err(|e| map_error(py, &e))?;
-        piece(py, &out, n)
+        let (text, n) = with_out(|out| {
+            let result = lock(py, &self.state)?.finish(&self.stops.set, out);
+            let n = result.map_err(|e| map_error(py, &e))?;
+            Ok::<_, PyErr>((make_str(py, out)?, n))
+        })?;
+        piece(text, n)
     }
 
     fn reset(&self, py: Python<'_>) -> PyResult<()> {
@@ -449,17 +534,16 @@ struct Item<'a> {
 fn lock_all<'a>(py: Python<'_>, items: &mut [Item<'a>]) -> PyResult<Vec<Guard<'a, TokenStream>>> {
     'retry: loop {
         let mut guards: Vec<Guard<'a, TokenStream>> = Vec::with_capacity(items.len());
-        let mut owners: Vec<*const TokenStopFilter> = Vec::with_capacity(items.len());
-        for (i, item) in items.iter_mut().enumerate() {
-            let filter = item.filter;
+        for i in 0..items.len() {
+            let filter = items[i].filter;
             if let Some(g) = try_lock(py, &filter.state) {
-                item.slot = guards.len();
+                items[i].slot = guards.len();
                 guards.push(g);
-                owners.push(std::ptr::from_ref(filter));
                 continue;
             }
-            if let Some(slot) = owners.iter().position(|&o| std::ptr::eq(o, filter)) {
-                item.slot = slot;
+            // Taken: by this batch (the filter is given twice), or elsewhere.
+            if let Some(earlier) = items[..i].iter().find(|it| std::ptr::eq(it.filter, filter)) {
+                items[i].slot = earlier.slot;
                 continue;
             }
             drop(guards);
@@ -523,7 +607,7 @@ pub(super) fn feed_batch<'py>(
     let mut huge: Vec<(usize, usize, String)> = Vec::new();
     for (i, (f, l)) in bound.iter().zip(&lists).enumerate() {
         let start = ids.ids.len();
-        ids.extend(l, &format!("ids_per_filter[{i}]"))?;
+        ids.extend(l, "ids_per_filter", Some(i))?;
         huge.extend(ids.huge.drain(..).map(|(p, s)| (i, p, s)));
         items.push(Item { filter: f.get(), slot: 0, ids: start..ids.ids.len() });
     }
@@ -555,11 +639,16 @@ pub(super) fn feed_batch<'py>(
             });
         }
     };
-    let list = PyList::empty(py);
-    for (range, n) in results {
-        list.append(piece(py, &out[range], n)?)?;
-    }
-    Ok(list)
+    let pieces = items
+        .iter()
+        .zip(results)
+        .map(|(it, (range, n))| {
+            let ids = &flat[it.ids.clone()];
+            let single = (ids.len() == 1).then(|| ids[0]);
+            piece(it.filter.vocab.get().text(py, single, &out[range])?, n)
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    PyList::new(py, pieces)
 }
 
 type BatchOut = (Vec<u8>, Vec<(std::ops::Range<usize>, usize)>);
@@ -570,29 +659,34 @@ fn run_batch(
     flat: &[i64],
     guards: &mut [Guard<'_, TokenStream>],
 ) -> Result<BatchOut, (usize, Error)> {
-    let mut uses = vec![0u32; guards.len()];
-    for it in items {
-        uses[it.slot] += 1;
+    // A filter given twice: its entries depend on each other, so they all run on a copy.
+    let mut uses = vec![0u32; if guards.len() < items.len() { guards.len() } else { 0 }];
+    if !uses.is_empty() {
+        for it in items {
+            uses[it.slot] += 1;
+        }
     }
     let risky = |it: &Item<'_>, st: &TokenStream| {
         let vocab = &it.filter.vocab.get().inner;
-        uses[it.slot] > 1
+        uses.get(it.slot).is_some_and(|&n| n > 1)
             || !st.replace()
             || st.is_finished()
             || flat[it.ids.clone()].iter().any(|&id| vocab.get(id).is_none())
     };
     // Streams that can fail run on copies first; their outputs are kept and the copies become
-    // the real states once every stream has succeeded.
-    let mut shadows: Vec<Option<TokenStream>> = vec![None; guards.len()];
+    // the real states once every stream has succeeded. The usual step has none.
+    let mut shadows: Vec<Option<TokenStream>> = Vec::new();
     for it in items {
-        if shadows[it.slot].is_none() && risky(it, &guards[it.slot]) {
+        if shadows.get(it.slot).is_none_or(Option::is_none) && risky(it, &guards[it.slot]) {
+            if shadows.is_empty() {
+                shadows.resize(guards.len(), None);
+            }
             shadows[it.slot] = Some(guards[it.slot].clone());
         }
     }
     let mut out = Vec::new();
     let mut results = vec![(0..0, 0); items.len()];
-    let any_shadow = shadows.iter().any(Option::is_some);
-    if any_shadow {
+    if !shadows.is_empty() {
         for (i, it) in items.iter().enumerate() {
             let Some(st) = shadows[it.slot].as_mut() else { continue };
             let start = out.len();
@@ -608,7 +702,7 @@ fn run_batch(
         }
     }
     for (i, it) in items.iter().enumerate() {
-        if shadows[it.slot].is_some() {
+        if shadows.get(it.slot).is_some_and(Option::is_some) {
             continue;
         }
         let st = &mut *guards[it.slot];
