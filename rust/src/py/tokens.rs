@@ -14,7 +14,7 @@ use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyString, PyTuple, PyType};
 
 use super::convert::make_str;
 use super::errors::{map_error, parse_errors, type_name};
-use super::stopset::{parse_stops, stop_index, stop_sequence, Stops};
+use super::stopset::{resolve, stop_index, stop_sequence, IncludeStop, Stops};
 use super::{lock, try_lock};
 use crate::lock::{Guard, TryLock};
 use crate::{Error, Status, TokenStream};
@@ -367,17 +367,23 @@ impl TokenStopFilter {
 #[pymethods]
 impl TokenStopFilter {
     #[new]
-    #[pyo3(signature = (vocab, stops, *, include_stop = false, stop_token_ids = None, errors = "replace"))]
+    #[pyo3(signature = (
+        vocab, stops, *, include_stop = IncludeStop::default(), stop_token_ids = None,
+        errors = "replace"
+    ))]
+    #[pyo3(
+        text_signature = "(vocab, stops, *, include_stop=False, stop_token_ids=None, errors='replace')"
+    )]
     fn new(
         py: Python<'_>,
         vocab: Bound<'_, Vocab>,
         stops: Option<&Bound<'_, PyAny>>,
-        include_stop: bool,
+        include_stop: IncludeStop,
         stop_token_ids: Option<&Bound<'_, PyAny>>,
         errors: &str,
     ) -> PyResult<Self> {
         let replace = parse_errors(errors)?;
-        let stops = parse_stops(py, stops)?;
+        let (stops, include_stop) = resolve(py, stops, include_stop)?;
         let ids = match stop_token_ids {
             Some(s) if !s.is_none() => Ids::from(s, "stop_token_ids")?,
             _ => Ids::default(),
