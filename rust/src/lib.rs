@@ -12,6 +12,10 @@
 //!
 //! The answer never depends on how the text was split into chunks.
 //!
+//! Serving engines hold token ids rather than text: a [`Vocab`] and a [`TokenStream`] decode
+//! ids and match in one pass (over a [`ByteStream`]), and report how many input tokens the
+//! emitted text covers, so that text, ids and logprobs stay aligned.
+//!
 //! ```
 //! use stopstream::{StopSet, TextStream, Status};
 //!
