@@ -359,3 +359,13 @@ def test_attributes_and_lifecycle() -> None:
         stopstream.TokenStopFilter(case.vocab, None, errors="ignore")
     with pytest.raises(TypeError, match="iterable of int"):
         f.feed("abc")  # type: ignore[arg-type]
+
+
+def test_a_stop_set_lends_its_options() -> None:
+    vocab = stopstream.Vocab([b"a", b"</", b"a>"])
+    stops = stopstream.StopSet(["</a>"], include_stop=True)
+    f = stopstream.TokenStopFilter(vocab, stops)
+    assert f.feed([0, 1, 2, 0]) == stopstream.TokenPiece("a</a>", 3)
+    assert f.include_stop and f.stop_sequence == "</a>" and f.stop_index == 0
+    with pytest.raises(ValueError, match="differs"):
+        stopstream.TokenStopFilter(vocab, stops, include_stop=False)
