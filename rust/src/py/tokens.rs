@@ -274,7 +274,7 @@ impl Vocab {
 }
 
 /// What one `feed` released: `text` to emit and how many input `tokens` it covers.
-#[pyclass(frozen, freelist = 1024, module = "stopstream._core")]
+#[pyclass(frozen, module = "stopstream._core")]
 pub(super) struct TokenPiece {
     text: Py<PyString>,
     tokens: usize,
