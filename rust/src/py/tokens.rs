@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 
 use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyString, PyTuple, PyType};
 
 use super::convert::make_str;
@@ -23,34 +24,47 @@ use crate::{Error, Status, TokenStream};
 #[pyclass(frozen, module = "stopstream._core")]
 pub(super) struct Vocab {
     inner: crate::Vocab,
-    /// Each id's text as a `str`, built the first time a feed emits exactly that token's text
-    /// (the usual step: one id in, its text out), so a step builds no string.
-    strs: Box<[OnceLock<Py<PyString>>]>,
+    /// Per id, the piece `TokenPiece(its text, 1)`, built the first time a feed releases
+    /// exactly that token with exactly its text: the usual engine step (one id in, its text
+    /// out). Pieces are immutable, so that step hands out a shared object and allocates
+    /// nothing; building a piece and its `str` was most of a step's cost in a profile.
+    pieces: Box<[OnceLock<Py<TokenPiece>>]>,
 }
 
 impl Vocab {
-    /// The text `out` as a `str`, from the cache when it is exactly the text of `id`.
-    fn text<'py>(
-        &self,
-        py: Python<'py>,
-        id: Option<i64>,
-        out: &[u8],
-    ) -> PyResult<Bound<'py, PyString>> {
-        if let Some(id) = id.filter(|_| !out.is_empty()) {
-            if let (Some(crate::Token::Text(t)), Ok(i)) = (self.inner.get(id), usize::try_from(id))
+    /// The piece for `out` and `n` released tokens after a feed of `ids`.
+    fn piece(&self, py: Python<'_>, ids: &[i64], out: &[u8], n: usize) -> PyResult<Py<TokenPiece>> {
+        if out.is_empty() && n == 0 {
+            return empty_piece(py);
+        }
+        if let ([id], false) = (ids, out.is_empty()) {
+            if let (Some(crate::Token::Text(t)), Ok(i)) =
+                (self.inner.get(*id), usize::try_from(*id))
             {
                 if t == out {
-                    if let Some(s) = self.strs[i].get() {
-                        return Ok(s.bind(py).clone());
+                    if self.pieces[i].get().is_none() {
+                        // Another thread may fill it meanwhile (free-threaded build): either
+                        // piece will do.
+                        let _ = self.pieces[i].set(piece(make_str(py, out)?, 1)?);
                     }
-                    let s = make_str(py, out)?;
-                    let _ = self.strs[i].set(s.clone().unbind());
-                    return Ok(s);
+                    let Some(cached) = self.pieces[i].get() else {
+                        return piece(make_str(py, out)?, n);
+                    };
+                    if n == 1 {
+                        return Ok(cached.clone_ref(py));
+                    }
+                    return piece(cached.get().text.bind(py).clone(), n);
                 }
             }
         }
-        make_str(py, out)
+        piece(make_str(py, out)?, n)
     }
+}
+
+/// The shared `TokenPiece("", 0)`: a step that releases nothing.
+fn empty_piece(py: Python<'_>) -> PyResult<Py<TokenPiece>> {
+    static EMPTY: PyOnceLock<Py<TokenPiece>> = PyOnceLock::new();
+    EMPTY.get_or_try_init(py, || piece(PyString::new(py, ""), 0)).map(|p| p.clone_ref(py))
 }
 
 /// Ids as given, converted to `i64`, with the ints too large for it kept for error messages.
@@ -220,8 +234,8 @@ impl Vocab {
                 )),
                 None => PyMemoryError::new_err(e.to_string()),
             })?;
-        let strs = (0..inner.len()).map(|_| OnceLock::new()).collect();
-        Ok(Vocab { inner: inner.with_strip_leading_space(strip_leading_space), strs })
+        let pieces = (0..inner.len()).map(|_| OnceLock::new()).collect();
+        Ok(Vocab { inner: inner.with_strip_leading_space(strip_leading_space), pieces })
     }
 
     /// The vocabulary of a `tiktoken.Encoding`.
@@ -412,7 +426,7 @@ impl TokenStopFilter {
             None => &buf[..short.unwrap_or(0)],
         };
         let vocab = self.vocab.get();
-        let (text, n) = with_out(|out| {
+        with_out(|out| {
             let result = lock(py, &self.state)?.feed(&vocab.inner, &self.stops.set, ids, out);
             let n = result.map_err(|e| {
                 // Only the general conversion meets ints too large for `i64`.
@@ -421,10 +435,8 @@ impl TokenStopFilter {
                 };
                 token_error(py, &e, shown, self.size())
             })?;
-            let single = (ids.len() == 1).then(|| ids[0]);
-            Ok::<_, PyErr>((vocab.text(py, single, out)?, n))
-        })?;
-        piece(text, n)
+            vocab.piece(py, ids, out, n)
+        })
     }
 
     fn finish(&self, py: Python<'_>) -> PyResult<Py<TokenPiece>> {
@@ -649,9 +661,7 @@ pub(super) fn feed_batch<'py>(
         .iter()
         .zip(results)
         .map(|(it, (range, n))| {
-            let ids = &flat[it.ids.clone()];
-            let single = (ids.len() == 1).then(|| ids[0]);
-            piece(it.filter.vocab.get().text(py, single, &out[range])?, n)
+            it.filter.vocab.get().piece(py, &flat[it.ids.clone()], &out[range], n)
         })
         .collect::<PyResult<Vec<_>>>()?;
     PyList::new(py, pieces)
