@@ -327,7 +327,9 @@ class Vocab:
 
 @final
 class TokenPiece:
-    """What one ``feed``, ``finish`` or batch entry released."""
+    """What one ``feed``, ``finish`` or batch entry released. Immutable; equal pieces may be
+    one shared object (the usual step, one id in and its text out, returns the same piece for
+    the same token every time)."""
 
     def __new__(cls, text: str, tokens: int) -> Self: ...
     @property
