@@ -4,6 +4,14 @@
 //! still "not in the vocabulary", and its message quotes the int as given); the core does the
 //! rest. `feed_batch` converts every stream's ids, takes every filter's lock, detaches for the
 //! Rust work, then builds the pieces: one GIL release per engine step instead of one per stream.
+//!
+//! Performance choices (measured in CPU time per stream and step, 256 streams, one id each, on a
+//! loaded 2-core machine): the usual step (one id in, exactly its text out, one token released)
+//! returns a `TokenPiece` cached per token id, which took a step from about 185 to about 160 ns
+//! in `feed_batch` (building the piece and its `str` led the profile); short id lists are read
+//! onto the stack and the output buffer is per thread, so `feed` allocates nothing on that
+//! path. A free list for `TokenPiece` measured no faster than CPython's allocator, so there is
+//! none. Releasing the GIL costs about nothing in CPU time per batch.
 
 use std::cell::RefCell;
 use std::sync::OnceLock;
