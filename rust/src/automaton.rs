@@ -43,6 +43,8 @@
 
 use std::fmt;
 
+use crate::prefilter::Prefilter;
+
 /// Set on a transition whose target state completes a stop.
 const MATCH_BIT: u32 = 1 << 31;
 /// Set on the id of a sparse (deep) state; the low bits are its sparse index.
@@ -108,8 +110,8 @@ pub struct Automaton {
     out: Vec<u32>,
     /// Longest stop in bytes.
     max_len: usize,
-    /// Bytes that leave the root; used to skip ahead in long inputs.
-    first_bytes: Vec<u8>,
+    /// Skips ahead in long inputs while at the root (`None` when candidates would be frequent).
+    prefilter: Option<Prefilter>,
     /// Per byte: whether it leaves the root. While at the root, the scan only tests this, with
     /// no dependency from one byte to the next (unlike the table walk), so the processor runs
     /// many bytes at once: most chunks never leave the root.
@@ -208,6 +210,7 @@ impl Automaton {
     /// Builds with at most `dense_budget` dense table entries (at least the root's row).
     pub(crate) fn with_budget(patterns: Vec<Box<[u8]>>, dense_budget: usize) -> Automaton {
         debug_assert!(patterns.iter().all(|p| !p.is_empty()));
+        let prefilter = Prefilter::new(&patterns);
         let trie = Trie::new(&patterns);
         let n = trie.edges.len();
 
@@ -265,9 +268,8 @@ impl Automaton {
         }
         edge_start.push(to_u32(edge_byte.len()));
 
-        let first_bytes: Vec<u8> = trie.edges[0].iter().map(|&(b, _)| b).collect();
         let mut leaves_root = [false; 256];
-        for &b in &first_bytes {
+        for &(b, _) in &trie.edges[0] {
             leaves_root[b as usize] = true;
         }
         let max_len = patterns.iter().map(|p| p.len()).max().unwrap_or(0);
@@ -285,7 +287,7 @@ impl Automaton {
             edge_target,
             fail,
             max_len,
-            first_bytes,
+            prefilter,
             leaves_root,
         }
     }
@@ -316,6 +318,7 @@ impl Automaton {
             + self.edge_start.len() * 4
             + self.edge_byte.len() * 5
             + self.fail.len() * 4
+            + self.prefilter.as_ref().map_or(0, |_| 1024)
     }
 
     /// The state number of an id.
@@ -347,8 +350,13 @@ impl Automaton {
     /// Scans `bytes` from state `sid`, stopping at the first (earliest-ending) stop.
     #[inline]
     pub fn scan(&self, sid: u32, bytes: &[u8]) -> Step {
-        if bytes.len() >= SKIP_MIN_LEN && self.first_bytes.len() <= 3 {
-            return self.scan_skipping(sid, bytes);
+        if bytes.len() >= SKIP_MIN_LEN {
+            if let Some(pre) = &self.prefilter {
+                return self.scan_prefiltered(pre, sid, bytes);
+            }
+            if self.fail.is_empty() {
+                return self.walk_dense(sid, bytes);
+            }
         }
         let mut s = sid;
         let mut i = 0;
@@ -362,14 +370,8 @@ impl Automaton {
             if i == n {
                 return Step::Continue(s);
             }
-            let b = bytes[i];
+            let next = self.step(s, bytes[i]);
             i += 1;
-            let next = if self.fail.is_empty() {
-                // Every state is dense: one load per byte.
-                self.table[s as usize + self.classes[b as usize] as usize]
-            } else {
-                self.next(s, b)
-            };
             if next & MATCH_BIT != 0 {
                 return Step::Stop(self.hit(next & !MATCH_BIT, i));
             }
@@ -378,6 +380,17 @@ impl Automaton {
     }
 
     /// One transition (the result carries the flags).
+    #[inline]
+    fn step(&self, sid: u32, b: u8) -> u32 {
+        if self.fail.is_empty() {
+            // Every state is dense: one load per byte.
+            self.table[sid as usize + self.classes[b as usize] as usize]
+        } else {
+            self.next(sid, b)
+        }
+    }
+
+    /// One transition through the sparse states' failure links (the result carries the flags).
     #[inline]
     fn next(&self, sid: u32, b: u8) -> u32 {
         let class = self.classes[b as usize] as usize;
@@ -401,26 +414,47 @@ impl Automaton {
         }
     }
 
-    /// Scan for long inputs: while at the root, jump to the next byte that can start a stop with
-    /// `memchr` (up to three distinct first bytes), which runs at memory speed.
-    fn scan_skipping(&self, sid: u32, bytes: &[u8]) -> Step {
-        let fb = &self.first_bytes;
-        let find = |hay: &[u8]| match fb.len() {
-            0 => None,
-            1 => memchr::memchr(fb[0], hay),
-            2 => memchr::memchr2(fb[0], fb[1], hay),
-            _ => memchr::memchr3(fb[0], fb[1], fb[2], hay),
-        };
+    /// Scan for long inputs when every state is dense and no prefilter applies: the plain table
+    /// walk, one load and one test per byte with nothing else in the loop.
+    fn walk_dense(&self, sid: u32, bytes: &[u8]) -> Step {
+        let table = &self.table[..];
+        let classes = &self.classes;
+        let mut s = sid as usize;
+        for (i, &b) in bytes.iter().enumerate() {
+            let t = table[s + classes[b as usize] as usize];
+            if t & MATCH_BIT != 0 {
+                return Step::Stop(self.hit(t & !MATCH_BIT, i + 1));
+            }
+            s = t as usize;
+        }
+        Step::Continue(s as u32)
+    }
+
+    /// Scan for long inputs: while at the root, jump to where the next stop could start (see
+    /// `prefilter.rs` for why no stop can start earlier), then walk the automaton from there.
+    fn scan_prefiltered(&self, pre: &Prefilter, sid: u32, bytes: &[u8]) -> Step {
+        let n = bytes.len();
         let mut s = sid;
         let mut i = 0;
-        while i < bytes.len() {
-            if s == Self::START {
-                match find(&bytes[i..]) {
-                    Some(j) => i += j,
-                    None => return Step::Continue(Self::START),
+        // The last candidate found: no new one is sought until the walk has read past it.
+        let mut cand: Option<usize> = None;
+        while i < n {
+            if s == Self::START && cand.is_none_or(|c| c < i) {
+                match pre.find(bytes, i) {
+                    Some(q) => {
+                        i = i.max(q - pre.back(bytes[q]).min(q));
+                        cand = Some(q);
+                    }
+                    None if pre.starts() => return Step::Continue(Self::START),
+                    None => {
+                        // No stop occurs in the rest; one may have begun in the last bytes.
+                        i = i.max(n - (self.max_len - 1).min(n));
+                        cand = Some(usize::MAX);
+                        continue;
+                    }
                 }
             }
-            let next = self.next(s, bytes[i]);
+            let next = self.step(s, bytes[i]);
             i += 1;
             if next & MATCH_BIT != 0 {
                 return Step::Stop(self.hit(next & !MATCH_BIT, i));

@@ -44,6 +44,7 @@
 
 mod automaton;
 mod error;
+mod prefilter;
 mod stream;
 mod utf8;
 

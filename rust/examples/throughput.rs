@@ -1,0 +1,168 @@
+//! One-shot and long-chunk throughput of this crate's scan against the `aho-corasick` crate's
+//! best on the same bytes (Standard semantics, the one that finds the earliest end), with the
+//! speed of a bare `memchr` scan as the ceiling, all in one process.
+//!
+//! The text is CPython's pydoc topics (the language reference's prose, read through `python3`),
+//! repeated to 16 MiB; no stop occurs in it, so every contender scans it in full. Stop sets:
+//!
+//! * 4 guard-rail stops: `</answer>`, `\n\nUser:`, `###END`, `<|im_end|>`;
+//! * 1,000 stops: words of the text followed by `</`, `]]` or `##` (they start like ordinary
+//!   words, so nearly every byte of the text leaves the root);
+//! * 1,000 word pairs (`word word`, letters and a space only: no rare byte to look for).
+//!
+//! The crate is timed with each of its automaton kinds (it picks its own prefilter); the best
+//! counts. `feed` is this crate's stream over 64 KiB chunks, carrying its state across them.
+//!
+//! Run: `cargo run --release --example throughput [TEXT_FILE]`.
+
+#![allow(clippy::cast_precision_loss, reason = "timings")]
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
+use stopstream::{StopSet, TextStream};
+
+const SIZE: usize = 16 << 20;
+const REPEATS: usize = 9;
+
+fn main() {
+    let base = match std::env::args().nth(1) {
+        Some(path) => std::fs::read(path).expect("readable file"),
+        None => pydoc_topics(),
+    };
+    let mut text = base.repeat(SIZE / base.len() + 1);
+    text.truncate(SIZE);
+    let text = &text[..];
+    let words = words(&base);
+    let suffixes = ["</", "]]", "##"];
+    let absent = |stop: &String| memchr::memmem::find(text, stop.as_bytes()).is_none();
+    let tagged: Vec<String> = words
+        .iter()
+        .enumerate()
+        .map(|(i, w)| format!("{w}{}", suffixes[i % 3]))
+        .filter(absent)
+        .take(1000)
+        .collect();
+    let mut pairs = Vec::new();
+    for (i, a) in words.iter().enumerate() {
+        let pair = format!("{a} {}", words[(i * 7 + 3) % words.len()]);
+        if absent(&pair) {
+            pairs.push(pair);
+        }
+        if pairs.len() == 1000 {
+            break;
+        }
+    }
+    let guard: Vec<String> =
+        ["</answer>", "\n\nUser:", "###END", "<|im_end|>"].map(String::from).to_vec();
+    let sets = [("4 guard-rail", guard), ("1,000 word+tag", tagged), ("1,000 word pairs", pairs)];
+
+    let gbps = |ns: f64| text.len() as f64 / ns;
+    println!(
+        "{:.1} MiB, no match; fastest of {REPEATS} rounds; in parentheses: multiple of the \
+         aho-corasick crate's best kind",
+        text.len() as f64 / f64::from(1u32 << 20),
+    );
+    for (name, stops) in &sets {
+        let ours = StopSet::new(stops).unwrap();
+        assert_eq!(ours.truncate(text, false), (text.len(), None), "{name}: a stop occurs");
+        let kinds = [
+            (None, "auto"),
+            (Some(AhoCorasickKind::NoncontiguousNFA), "noncontiguous NFA"),
+            (Some(AhoCorasickKind::ContiguousNFA), "contiguous NFA"),
+            (Some(AhoCorasickKind::DFA), "DFA"),
+        ];
+        let theirs: Vec<AhoCorasick> = kinds
+            .iter()
+            .map(|&(kind, _)| {
+                let ac = AhoCorasick::builder()
+                    .match_kind(MatchKind::Standard)
+                    .kind(kind)
+                    .build(stops)
+                    .unwrap();
+                assert!(ac.find(text).is_none());
+                ac
+            })
+            .collect();
+        // Every contender once per round, so that a burst of other work on the machine slows
+        // all of them alike; each counts with its fastest round.
+        let mut runs: Vec<Box<dyn FnMut() -> usize>> = vec![
+            Box::new(|| ours.truncate(black_box(text), false).0),
+            Box::new(|| {
+                let mut st = TextStream::new(false);
+                let mut out = 0;
+                for chunk in text.chunks(64 << 10) {
+                    out += st.feed(&ours, chunk).unwrap().from_input;
+                }
+                out
+            }),
+            Box::new(|| memchr::memchr(0xFF, black_box(text)).unwrap_or(0)),
+        ];
+        for ac in &theirs {
+            runs.push(Box::new(move || ac.find(black_box(text)).map_or(0, |m| m.end())));
+        }
+        let ns = best(&mut runs);
+        let (crate_ns, label) = ns[3..]
+            .iter()
+            .zip(&kinds)
+            .map(|(&t, &(_, label))| (t, label))
+            .fold((f64::MAX, ""), |a, b| if b.0 < a.0 { b } else { a });
+        println!(
+            "{name:>17}: truncate {:6.2} GB/s ({:.2}x), feed {:6.2} GB/s ({:.2}x); \
+             aho-corasick {:6.2} GB/s ({label}); memchr {:.1} GB/s",
+            gbps(ns[0]),
+            crate_ns / ns[0],
+            gbps(ns[1]),
+            crate_ns / ns[1],
+            gbps(crate_ns),
+            gbps(ns[2]),
+        );
+    }
+}
+
+/// Nanoseconds of the fastest of `REPEATS` rounds of each run (after one untimed round).
+fn best(runs: &mut [Box<dyn FnMut() -> usize + '_>]) -> Vec<f64> {
+    let mut best = vec![f64::MAX; runs.len()];
+    for round in 0..=REPEATS {
+        for (run, b) in runs.iter_mut().zip(&mut best) {
+            let t = Instant::now();
+            black_box(run());
+            if round > 0 {
+                *b = b.min(t.elapsed().as_secs_f64() * 1e9);
+            }
+        }
+    }
+    best
+}
+
+/// The pydoc topics, joined the way `benches/corpus.py` joins them.
+fn pydoc_topics() -> Vec<u8> {
+    let script = "import sys; from pydoc_data.topics import topics; \
+                  sys.stdout.write('\\n\\n'.join(topics[k].strip('\\n') for k in sorted(topics)))";
+    let out = std::process::Command::new("python3")
+        .args(["-c", script])
+        .output()
+        .expect("python3 runs (or pass a text file)");
+    assert!(out.status.success() && !out.stdout.is_empty(), "no pydoc topics");
+    out.stdout
+}
+
+/// Distinct lowercase words of 3 to 12 letters, in a fixed pseudo-random order.
+fn words(text: &[u8]) -> Vec<String> {
+    let mut words: Vec<String> = text
+        .split(|b| !b.is_ascii_alphabetic())
+        .filter(|w| (3..=12).contains(&w.len()) && w.iter().all(u8::is_ascii_lowercase))
+        .map(|w| String::from_utf8_lossy(w).into_owned())
+        .collect();
+    words.sort_unstable();
+    words.dedup();
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    for i in (1..words.len()).rev() {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        words.swap(i, (state % (i as u64 + 1)) as usize);
+    }
+    words
+}
