@@ -13,24 +13,81 @@
 //! The crate is timed with each of its automaton kinds (it picks its own prefilter); the best
 //! counts. `feed` is this crate's stream over 64 KiB chunks, carrying its state across them.
 //!
-//! Run: `cargo run --release --example throughput [TEXT_FILE]`.
+//! Then the cost of compiling fresh stop lists: the time for 1,000 and 10,000 stops, and for
+//! 100,000 the peak heap while compiling against the heap the finished automaton keeps (counted
+//! by a wrapper around the system allocator).
+//!
+//! Run: `cargo run --release --example throughput [TEXT_FILE]` (or `... throughput compile` for
+//! the compile figures alone).
 
 #![allow(clippy::cast_precision_loss, reason = "timings")]
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use stopstream::{StopSet, TextStream};
 
+/// The system allocator, counting the bytes live now and the most live since the last reset.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is forwarded to `System` with the same arguments; the counters only
+// observe sizes.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let live = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+        PEAK.fetch_max(live, Ordering::Relaxed);
+        // SAFETY: forwarded unchanged.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let live = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+        PEAK.fetch_max(live, Ordering::Relaxed);
+        // SAFETY: forwarded unchanged.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: forwarded unchanged.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if new_size > layout.size() {
+            let live = LIVE.fetch_add(new_size - layout.size(), Ordering::Relaxed) + new_size
+                - layout.size();
+            PEAK.fetch_max(live, Ordering::Relaxed);
+        } else {
+            LIVE.fetch_sub(layout.size() - new_size, Ordering::Relaxed);
+        }
+        // SAFETY: forwarded unchanged.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
 const SIZE: usize = 16 << 20;
 const REPEATS: usize = 9;
 
 fn main() {
-    let base = match std::env::args().nth(1) {
-        Some(path) => std::fs::read(path).expect("readable file"),
-        None => pydoc_topics(),
+    let arg = std::env::args().nth(1);
+    let base = match arg.as_deref() {
+        Some(path) if path != "compile" => std::fs::read(path).expect("readable file"),
+        _ => pydoc_topics(),
     };
+    if arg.as_deref() == Some("compile") {
+        compile(&words(&base));
+        return;
+    }
     let mut text = base.repeat(SIZE / base.len() + 1);
     text.truncate(SIZE);
     let text = &text[..];
@@ -119,6 +176,76 @@ fn main() {
             gbps(ns[2]),
         );
     }
+    compile(&words);
+}
+
+/// Stop lists shaped like `benches/corpus.py`'s generated ones: word pairs, closing tags,
+/// special-token-like markers, role and section markers.
+fn generated(words: &[String], count: usize, salt: usize) -> Vec<String> {
+    let n = words.len();
+    let w = |i: usize| &words[(i * 7919 + salt) % n];
+    let cap = |s: &str| {
+        let mut c = s.to_owned();
+        c[..1].make_ascii_uppercase();
+        c
+    };
+    (0..count)
+        .map(|i| match i % 6 {
+            0 => format!("{} {} {i}", w(i), w(i + 1)),
+            1 => format!("</{}-{i}>", w(i)),
+            2 => format!("<|{}_{}_{i}|>", w(i), w(i + 3)),
+            3 => format!("\n\n{}{i}:", cap(w(i))),
+            4 => format!("### {} {} {i}", cap(w(i)), cap(w(i + 5))),
+            _ => format!("[{}_{i}]", w(i).to_uppercase()),
+        })
+        .collect()
+}
+
+fn compile(words: &[String]) {
+    for count in [1_000, 10_000] {
+        let lists: Vec<Vec<String>> = (0..5).map(|r| generated(words, count, r)).collect();
+        let mut wall = Vec::new();
+        let mut cpu = Vec::new();
+        for stops in &lists {
+            let (t, c) = (Instant::now(), on_cpu_ns());
+            black_box(StopSet::new(stops).unwrap());
+            wall.push(t.elapsed().as_secs_f64() * 1e3);
+            cpu.push((on_cpu_ns() - c) as f64 / 1e6);
+        }
+        wall.sort_by(f64::total_cmp);
+        cpu.sort_by(f64::total_cmp);
+        println!(
+            "compile {count:>6} fresh stops: median of 5 {:.2} ms ({:.2} ms on the CPU)",
+            wall[2], cpu[2]
+        );
+    }
+    let stops = generated(words, 100_000, 99);
+    let base = LIVE.load(Ordering::Relaxed);
+    PEAK.store(base, Ordering::Relaxed);
+    let t = Instant::now();
+    let set = StopSet::new(&stops).unwrap();
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    let peak = PEAK.load(Ordering::Relaxed) - base;
+    let kept = LIVE.load(Ordering::Relaxed) - base;
+    let mib = |b: usize| b as f64 / f64::from(1u32 << 20);
+    println!(
+        "compile 100000 fresh stops: {ms:.1} ms, {} states; heap peak {:.1} MiB, kept {:.1} MiB \
+         (peak / kept {:.2}x)",
+        set.state_count(),
+        mib(peak),
+        mib(kept),
+        peak as f64 / kept as f64
+    );
+}
+
+/// Nanoseconds this process has run on a CPU: on a shared machine, the wall time also counts
+/// the time other work held the cores.
+fn on_cpu_ns() -> u64 {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `t` is a valid, writable timespec; the clock id is a constant libc defines.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &raw mut t) };
+    assert_eq!(rc, 0, "clock_gettime");
+    u64::try_from(t.tv_sec).unwrap() * 1_000_000_000 + u64::try_from(t.tv_nsec).unwrap()
 }
 
 /// Nanoseconds of the fastest of `REPEATS` rounds of each run (after one untimed round).

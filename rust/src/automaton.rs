@@ -128,75 +128,100 @@ impl fmt::Debug for Automaton {
     }
 }
 
-/// The trie with failure links, before it is laid out.
+/// The trie, numbered breadth-first (by depth, then by string), before it is laid out.
+///
+/// Built level by level from the stops in sorted order: the distinct prefixes of length `d`
+/// are then runs of consecutive stops, and the children of each state get consecutive numbers,
+/// so the trie needs no per-state allocation (the previous build, a `Vec` of edges per state
+/// with failure links found by walking them, spent most of its time allocating and chasing
+/// pointers).
 struct Trie {
-    edges: Vec<Vec<(u8, u32)>>,
-    fail: Vec<u32>,
+    /// Per state: the byte of the edge into it.
+    byte: Vec<u8>,
+    /// The children of state `s` are the states `first_child[s]..first_child[s + 1]`, in byte
+    /// order (`n + 1` entries).
+    first_child: Vec<u32>,
     depth: Vec<u32>,
     prefix_of: Vec<u32>,
-    out: Vec<u32>,
-    /// States in breadth-first order.
-    order: Vec<u32>,
+    /// Per state: the stop it completes (first listed among equal ones), or `NONE`.
+    terminal: Vec<u32>,
 }
 
 impl Trie {
     fn new(patterns: &[Box<[u8]>]) -> Trie {
-        let mut edges: Vec<Vec<(u8, u32)>> = vec![Vec::new()];
-        let mut depth: Vec<u32> = vec![0];
-        let mut prefix_of: Vec<u32> = vec![NONE];
-        let mut out: Vec<u32> = vec![NONE];
-        for (pid, pat) in patterns.iter().enumerate() {
-            let pid = to_u32(pid);
-            let mut s = 0usize;
-            for &b in &**pat {
-                s = match edges[s].binary_search_by_key(&b, |&(k, _)| k) {
-                    Ok(i) => edges[s][i].1 as usize,
-                    Err(i) => {
-                        let t = edges.len();
-                        edges[s].insert(i, (b, to_u32(t)));
-                        edges.push(Vec::new());
-                        depth.push(depth[s] + 1);
-                        prefix_of.push(pid);
-                        out.push(NONE);
-                        t
-                    }
-                };
-            }
-            if out[s] == NONE {
-                out[s] = pid; // first listed wins among duplicates
-            }
-        }
-        // Failure links in BFS order; `out` inherits the longest suffix stop from the failure
-        // state, which is final by the time it is read because BFS visits shallower states first.
-        let n = edges.len();
-        let mut fail = vec![0u32; n];
-        let mut order = Vec::with_capacity(n);
-        order.push(0u32);
-        let mut head = 0;
-        while head < order.len() {
-            let s = order[head] as usize;
-            head += 1;
-            for &(b, t) in &edges[s] {
-                let t_us = t as usize;
-                if s != 0 {
-                    let mut f = fail[s] as usize;
-                    fail[t_us] = loop {
-                        if let Ok(i) = edges[f].binary_search_by_key(&b, |&(k, _)| k) {
-                            break edges[f][i].1;
-                        }
-                        if f == 0 {
-                            break 0;
-                        }
-                        f = fail[f] as usize;
-                    };
-                    if out[t_us] == NONE {
-                        out[t_us] = out[fail[t_us] as usize];
-                    }
+        let mut sorted: Vec<u32> = (0..to_u32(patterns.len())).collect();
+        sorted.sort_unstable_by(|&a, &b| {
+            patterns[a as usize].cmp(&patterns[b as usize]).then(a.cmp(&b))
+        });
+        let pat = |k: usize| &*patterns[sorted[k] as usize];
+        // Common prefix length of each stop with the previous one in sorted order.
+        let lcp: Vec<u32> = (0..sorted.len())
+            .map(|k| {
+                if k == 0 {
+                    return 0;
                 }
-                order.push(t);
+                let (x, y) = (pat(k - 1), pat(k));
+                to_u32(x.iter().zip(y).take_while(|(a, b)| a == b).count())
+            })
+            .collect();
+        // Each stop adds one state per byte past its common prefix with the previous one.
+        let n = 1 + (0..sorted.len()).map(|k| pat(k).len() - lcp[k] as usize).sum::<usize>();
+        let mut t = Trie {
+            byte: Vec::with_capacity(n),
+            first_child: Vec::with_capacity(n + 1),
+            depth: Vec::with_capacity(n),
+            prefix_of: Vec::with_capacity(n),
+            terminal: Vec::with_capacity(n),
+        };
+        t.push(0, 0, NONE);
+        // The stops at least `d` bytes long (sorted positions), and the state each has reached.
+        let mut active: Vec<u32> = (0..to_u32(sorted.len())).collect();
+        let mut cur = vec![0u32; sorted.len()];
+        let mut d = 1usize;
+        while !active.is_empty() {
+            let mut prev: Option<usize> = None;
+            let mut id = 0u32;
+            let mut kept = 0;
+            for j in 0..active.len() {
+                let k = active[j] as usize;
+                let p = pat(k);
+                // A new prefix of length `d` unless the previous stop in sorted order shares it
+                // (a stop between two that share it would share it too).
+                if prev.is_none_or(|q| q + 1 != k || (lcp[k] as usize) < d) {
+                    let parent = cur[k] as usize;
+                    id = to_u32(t.byte.len());
+                    while t.first_child.len() <= parent {
+                        t.first_child.push(id);
+                    }
+                    t.push(p[d - 1], to_u32(d), sorted[k]);
+                }
+                cur[k] = id;
+                if p.len() == d {
+                    let slot = &mut t.terminal[id as usize];
+                    if *slot == NONE {
+                        *slot = sorted[k]; // first listed wins among duplicates
+                    }
+                } else {
+                    active[kept] = to_u32(k);
+                    kept += 1;
+                }
+                prev = Some(k);
             }
+            active.truncate(kept);
+            d += 1;
         }
-        Trie { edges, fail, depth, prefix_of, out, order }
+        debug_assert_eq!(t.byte.len(), n);
+        while t.first_child.len() <= n {
+            t.first_child.push(to_u32(n));
+        }
+        t
+    }
+
+    fn push(&mut self, byte: u8, depth: u32, prefix_of: u32) {
+        self.byte.push(byte);
+        self.depth.push(depth);
+        self.prefix_of.push(prefix_of);
+        self.terminal.push(NONE);
     }
 }
 
@@ -212,7 +237,7 @@ impl Automaton {
         debug_assert!(patterns.iter().all(|p| !p.is_empty()));
         let prefilter = Prefilter::new(&patterns);
         let trie = Trie::new(&patterns);
-        let n = trie.edges.len();
+        let n = trie.byte.len();
 
         let mut classes = [0u16; 256];
         let mut nclasses = 1usize;
@@ -229,54 +254,83 @@ impl Automaton {
         let shift = stride.trailing_zeros();
         let dense = (dense_budget / stride).clamp(1, n);
 
-        // Renumber breadth-first: number `i` is the i-th state in BFS order.
-        let mut number = vec![0u32; n];
-        for (i, &old) in trie.order.iter().enumerate() {
-            number[old as usize] = to_u32(i);
-        }
-        let encode = |old: u32| -> u32 {
-            let i = number[old as usize] as usize;
-            let id = if i < dense { to_u32(i << shift) } else { SPARSE | to_u32(i - dense) };
-            id | if trie.out[old as usize] == NONE { 0 } else { MATCH_BIT }
-        };
-        let permute =
-            |v: &[u32]| -> Vec<u32> { trie.order.iter().map(|&o| v[o as usize]).collect() };
-
-        // Dense rows, in BFS order so a failure state's row is complete when it is copied.
+        // One pass in breadth-first order. Processing state `i` fixes its children's failure
+        // links and outputs (a failure link is shallower, so its row or edges are complete),
+        // then lays out `i`: a dense row (its failure state's row with its own edges on top)
+        // or sparse edges.
+        let Trie { byte, first_child, depth, prefix_of, terminal: mut out } = trie;
+        let children = |s: usize| first_child[s] as usize..first_child[s + 1] as usize;
+        let mut fail = vec![0u32; n];
         let mut table = vec![0u32; dense * stride];
-        for (i, &old) in trie.order.iter().take(dense).enumerate() {
-            if i != 0 {
-                let f = number[trie.fail[old as usize] as usize] as usize;
-                table.copy_within(f * stride..(f + 1) * stride, i * stride);
-            }
-            for &(b, t) in &trie.edges[old as usize] {
-                table[i * stride + classes[b as usize] as usize] = encode(t);
-            }
-        }
-        // Sparse states.
         let mut edge_start = Vec::with_capacity(n - dense + 1);
-        let mut edge_byte = Vec::new();
-        let mut edge_target = Vec::new();
-        let mut fail = Vec::with_capacity(n - dense);
-        for &old in &trie.order[dense..] {
-            edge_start.push(to_u32(edge_byte.len()));
-            for &(b, t) in &trie.edges[old as usize] {
-                edge_byte.push(b);
-                edge_target.push(encode(t));
+        let mut edge_byte = Vec::with_capacity(n - dense);
+        let mut edge_target = Vec::with_capacity(n - dense);
+        let mut sparse_fail = Vec::with_capacity(n - dense);
+        let encode = |i: usize, out: &[u32]| -> u32 {
+            let id = if i < dense { to_u32(i << shift) } else { SPARSE | to_u32(i - dense) };
+            id | if out[i] == NONE { 0 } else { MATCH_BIT }
+        };
+        for i in 0..n {
+            let kids = children(i);
+            for c in kids.clone() {
+                let b = byte[c];
+                let f = if i == 0 {
+                    0
+                } else {
+                    // The full transition from `i`'s failure state on `b`.
+                    let mut f = fail[i] as usize;
+                    loop {
+                        if f < dense {
+                            let e = table[(f << shift) + classes[b as usize] as usize];
+                            break if e & SPARSE == 0 {
+                                ((e & ID_MASK) >> shift) as usize
+                            } else {
+                                dense + (e & ID_MASK) as usize
+                            };
+                        }
+                        let r = children(f);
+                        if let Some(j) = byte[r.clone()].iter().position(|&x| x == b) {
+                            break r.start + j;
+                        }
+                        f = fail[f] as usize;
+                    }
+                };
+                fail[c] = to_u32(f);
+                if out[c] == NONE {
+                    out[c] = out[f];
+                }
             }
-            fail.push(encode(trie.fail[old as usize]) & !MATCH_BIT);
+            if i < dense {
+                if i != 0 {
+                    let f = fail[i] as usize;
+                    table.copy_within(f * stride..(f + 1) * stride, i * stride);
+                }
+                for c in kids {
+                    table[i * stride + classes[byte[c] as usize] as usize] = encode(c, &out);
+                }
+            } else {
+                edge_start.push(to_u32(edge_byte.len()));
+                for c in kids {
+                    edge_byte.push(byte[c]);
+                    edge_target.push(encode(c, &out));
+                }
+                sparse_fail.push(encode(fail[i] as usize, &out) & !MATCH_BIT);
+            }
         }
         edge_start.push(to_u32(edge_byte.len()));
+        drop(fail);
+        drop(byte);
+        drop(first_child);
 
         let mut leaves_root = [false; 256];
-        for &(b, _) in &trie.edges[0] {
-            leaves_root[b as usize] = true;
+        for p in &patterns {
+            leaves_root[p[0] as usize] = true;
         }
         let max_len = patterns.iter().map(|p| p.len()).max().unwrap_or(0);
         Automaton {
-            depth: permute(&trie.depth),
-            prefix_of: permute(&trie.prefix_of),
-            out: permute(&trie.out),
+            depth,
+            prefix_of,
+            out,
             patterns,
             classes,
             table,
@@ -285,7 +339,7 @@ impl Automaton {
             edge_start,
             edge_byte,
             edge_target,
-            fail,
+            fail: sparse_fail,
             max_len,
             prefilter,
             leaves_root,

@@ -156,13 +156,23 @@ fn rare_bytes(patterns: &[Box<[u8]>], limit: u32) -> Option<Vec<u8>> {
         masks.push(m);
     }
     let all: Vec<u32> = (0..to_u32(masks.len())).collect();
-    let mut search = Search { masks: &masks, best: limit, found: None, chosen: Vec::new() };
+    let mut search =
+        Search { masks: &masks, best: limit, found: None, chosen: Vec::new(), work: SEARCH_WORK };
     search.run(&all, 0);
     search.found
 }
 
+/// Pattern tests the search may spend (about a millisecond); past it, the best set found so far
+/// is used. Any set that hits every stop is sound, so this only trades skipping speed.
+const SEARCH_WORK: usize = 1 << 20;
+
+/// Bytes tried per pattern, rarest first.
+const SEARCH_WIDTH: usize = 4;
+
 struct Search<'a> {
     masks: &'a [[u64; 4]],
+    /// Pattern tests left.
+    work: usize,
     /// Cost of the best set found so far (or the limit).
     best: u32,
     found: Option<Vec<u8>>,
@@ -179,7 +189,31 @@ impl Search<'_> {
             }
             return;
         };
-        if self.chosen.len() == 3 {
+        if self.chosen.len() == 2 {
+            // The last byte must be in every pattern left: take the rarest such byte.
+            if self.work < uncovered.len() {
+                return;
+            }
+            self.work -= uncovered.len();
+            let mut common = [u64::MAX; 4];
+            for &j in uncovered {
+                let m = &self.masks[j as usize];
+                for w in 0..4 {
+                    common[w] &= m[w];
+                }
+            }
+            let last = (0..=255u8)
+                .filter(|&b| common[(b >> 6) as usize] & (1 << (b & 63)) != 0)
+                .min_by_key(|&b| FREQ[b as usize]);
+            if let Some(b) = last {
+                let total = spent + u32::from(FREQ[b as usize]);
+                if total < self.best {
+                    self.best = total;
+                    let mut found = self.chosen.clone();
+                    found.push(b);
+                    self.found = Some(found);
+                }
+            }
             return;
         }
         // Every answer contains a byte of the first uncovered pattern: try each, rarest first.
@@ -187,11 +221,12 @@ impl Search<'_> {
         let mut options: Vec<u8> =
             (0..=255u8).filter(|&b| m[(b >> 6) as usize] & (1 << (b & 63)) != 0).collect();
         options.sort_by_key(|&b| FREQ[b as usize]);
-        for b in options {
+        for b in options.into_iter().take(SEARCH_WIDTH) {
             let total = spent + u32::from(FREQ[b as usize]);
-            if total >= self.best {
+            if total >= self.best || self.work < uncovered.len() {
                 break;
             }
+            self.work -= uncovered.len();
             let (w, bit) = ((b >> 6) as usize, 1u64 << (b & 63));
             let rest: Vec<u32> = uncovered
                 .iter()
