@@ -149,11 +149,32 @@ struct Trie {
 
 impl Trie {
     fn new(patterns: &[Box<[u8]>]) -> Trie {
-        let mut sorted: Vec<u32> = (0..to_u32(patterns.len())).collect();
-        sorted.sort_unstable_by(|&a, &b| {
-            patterns[a as usize].cmp(&patterns[b as usize]).then(a.cmp(&b))
+        // Sort by an 8-byte prefix first (most comparisons end there), then by the whole stop
+        // and its position; then copy the stops, in that order, into one buffer that each
+        // level below reads front to back.
+        let key = |p: &[u8]| {
+            let mut k = [0u8; 8];
+            let m = p.len().min(8);
+            k[..m].copy_from_slice(&p[..m]);
+            u64::from_be_bytes(k)
+        };
+        let mut keyed: Vec<(u64, u32)> =
+            patterns.iter().enumerate().map(|(i, p)| (key(p), to_u32(i))).collect();
+        keyed.sort_unstable_by(|a, b| {
+            a.0.cmp(&b.0)
+                .then_with(|| patterns[a.1 as usize].cmp(&patterns[b.1 as usize]))
+                .then(a.1.cmp(&b.1))
         });
-        let pat = |k: usize| &*patterns[sorted[k] as usize];
+        let sorted: Vec<u32> = keyed.iter().map(|&(_, i)| i).collect();
+        drop(keyed);
+        let mut flat = Vec::with_capacity(patterns.iter().map(|p| p.len()).sum());
+        let mut ends = Vec::with_capacity(sorted.len() + 1);
+        ends.push(0usize);
+        for &i in &sorted {
+            flat.extend_from_slice(&patterns[i as usize]);
+            ends.push(flat.len());
+        }
+        let pat = |k: usize| &flat[ends[k]..ends[k + 1]];
         // Common prefix length of each stop with the previous one in sorted order.
         let lcp: Vec<u32> = (0..sorted.len())
             .map(|k| {
@@ -166,18 +187,18 @@ impl Trie {
             .collect();
         // Each stop adds one state per byte past its common prefix with the previous one.
         let n = 1 + (0..sorted.len()).map(|k| pat(k).len() - lcp[k] as usize).sum::<usize>();
-        let mut t = Trie {
+        let mut trie = Trie {
             byte: Vec::with_capacity(n),
             first_child: Vec::with_capacity(n + 1),
             depth: Vec::with_capacity(n),
             prefix_of: Vec::with_capacity(n),
             terminal: Vec::with_capacity(n),
         };
-        t.push(0, 0, NONE);
-        // The stops at least `d` bytes long (sorted positions), and the state each has reached.
+        trie.push(0, 0, NONE);
+        // The stops at least `level` bytes long (sorted positions), and the state each has reached.
         let mut active: Vec<u32> = (0..to_u32(sorted.len())).collect();
         let mut cur = vec![0u32; sorted.len()];
-        let mut d = 1usize;
+        let mut level = 1usize;
         while !active.is_empty() {
             let mut prev: Option<usize> = None;
             let mut id = 0u32;
@@ -185,19 +206,19 @@ impl Trie {
             for j in 0..active.len() {
                 let k = active[j] as usize;
                 let p = pat(k);
-                // A new prefix of length `d` unless the previous stop in sorted order shares it
+                // A new prefix of length `level` unless the previous stop in sorted order shares it
                 // (a stop between two that share it would share it too).
-                if prev.is_none_or(|q| q + 1 != k || (lcp[k] as usize) < d) {
+                if prev.is_none_or(|q| q + 1 != k || (lcp[k] as usize) < level) {
                     let parent = cur[k] as usize;
-                    id = to_u32(t.byte.len());
-                    while t.first_child.len() <= parent {
-                        t.first_child.push(id);
+                    id = to_u32(trie.byte.len());
+                    while trie.first_child.len() <= parent {
+                        trie.first_child.push(id);
                     }
-                    t.push(p[d - 1], to_u32(d), sorted[k]);
+                    trie.push(p[level - 1], to_u32(level), sorted[k]);
                 }
                 cur[k] = id;
-                if p.len() == d {
-                    let slot = &mut t.terminal[id as usize];
+                if p.len() == level {
+                    let slot = &mut trie.terminal[id as usize];
                     if *slot == NONE {
                         *slot = sorted[k]; // first listed wins among duplicates
                     }
@@ -208,13 +229,13 @@ impl Trie {
                 prev = Some(k);
             }
             active.truncate(kept);
-            d += 1;
+            level += 1;
         }
-        debug_assert_eq!(t.byte.len(), n);
-        while t.first_child.len() <= n {
-            t.first_child.push(to_u32(n));
+        debug_assert_eq!(trie.byte.len(), n);
+        while trie.first_child.len() <= n {
+            trie.first_child.push(to_u32(n));
         }
-        t
+        trie
     }
 
     fn push(&mut self, byte: u8, depth: u32, prefix_of: u32) {
@@ -222,6 +243,39 @@ impl Trie {
         self.depth.push(depth);
         self.prefix_of.push(prefix_of);
         self.terminal.push(NONE);
+    }
+}
+
+/// The dense table while it is being filled, with what the full transition function needs.
+struct Layout<'a> {
+    table: Vec<u32>,
+    classes: &'a [u16; 256],
+    shift: u32,
+    dense: usize,
+    byte: &'a [u8],
+    first_child: &'a [u32],
+}
+
+impl Layout<'_> {
+    /// The state number reached from state `f` on byte `b`: one table load from a dense state
+    /// (whose row is complete, since rows are filled in breadth-first order and `f` is shallower
+    /// than the state being laid out), else `f`'s trie edges and then its failure link.
+    fn delta(&self, fail: &[u32], mut f: usize, b: u8) -> usize {
+        loop {
+            if f < self.dense {
+                let e = self.table[(f << self.shift) + self.classes[b as usize] as usize];
+                return if e & SPARSE == 0 {
+                    ((e & ID_MASK) >> self.shift) as usize
+                } else {
+                    self.dense + (e & ID_MASK) as usize
+                };
+            }
+            let (lo, hi) = (self.first_child[f] as usize, self.first_child[f + 1] as usize);
+            if let Some(j) = self.byte[lo..hi].iter().position(|&x| x == b) {
+                return lo + j;
+            }
+            f = fail[f] as usize;
+        }
     }
 }
 
@@ -261,7 +315,14 @@ impl Automaton {
         let Trie { byte, first_child, depth, prefix_of, terminal: mut out } = trie;
         let children = |s: usize| first_child[s] as usize..first_child[s + 1] as usize;
         let mut fail = vec![0u32; n];
-        let mut table = vec![0u32; dense * stride];
+        let mut layout = Layout {
+            table: vec![0u32; dense * stride],
+            classes: &classes,
+            shift,
+            dense,
+            byte: &byte,
+            first_child: &first_child,
+        };
         let mut edge_start = Vec::with_capacity(n - dense + 1);
         let mut edge_byte = Vec::with_capacity(n - dense);
         let mut edge_target = Vec::with_capacity(n - dense);
@@ -274,27 +335,7 @@ impl Automaton {
             let kids = children(i);
             for c in kids.clone() {
                 let b = byte[c];
-                let f = if i == 0 {
-                    0
-                } else {
-                    // The full transition from `i`'s failure state on `b`.
-                    let mut f = fail[i] as usize;
-                    loop {
-                        if f < dense {
-                            let e = table[(f << shift) + classes[b as usize] as usize];
-                            break if e & SPARSE == 0 {
-                                ((e & ID_MASK) >> shift) as usize
-                            } else {
-                                dense + (e & ID_MASK) as usize
-                            };
-                        }
-                        let r = children(f);
-                        if let Some(j) = byte[r.clone()].iter().position(|&x| x == b) {
-                            break r.start + j;
-                        }
-                        f = fail[f] as usize;
-                    }
-                };
+                let f = if i == 0 { 0 } else { layout.delta(&fail, fail[i] as usize, b) };
                 fail[c] = to_u32(f);
                 if out[c] == NONE {
                     out[c] = out[f];
@@ -303,10 +344,10 @@ impl Automaton {
             if i < dense {
                 if i != 0 {
                     let f = fail[i] as usize;
-                    table.copy_within(f * stride..(f + 1) * stride, i * stride);
+                    layout.table.copy_within(f * stride..(f + 1) * stride, i * stride);
                 }
                 for c in kids {
-                    table[i * stride + classes[byte[c] as usize] as usize] = encode(c, &out);
+                    layout.table[i * stride + classes[byte[c] as usize] as usize] = encode(c, &out);
                 }
             } else {
                 edge_start.push(to_u32(edge_byte.len()));
@@ -318,6 +359,7 @@ impl Automaton {
             }
         }
         edge_start.push(to_u32(edge_byte.len()));
+        let table = layout.table;
         drop(fail);
         drop(byte);
         drop(first_child);
