@@ -76,7 +76,7 @@ unsafe impl GlobalAlloc for Counting {
 static ALLOCATOR: Counting = Counting;
 
 const SIZE: usize = 16 << 20;
-const REPEATS: usize = 9;
+const REPEATS: usize = 15;
 
 fn main() {
     let arg = std::env::args().nth(1);

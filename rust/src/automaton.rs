@@ -527,37 +527,66 @@ impl Automaton {
     }
 
     /// Scan for long inputs: while at the root, jump to where the next stop could start (see
-    /// `prefilter.rs` for why no stop can start earlier), then walk the automaton from there.
+    /// `prefilter.rs` for why no stop can start earlier), then walk the automaton from there
+    /// through the candidate byte and on until it is back at the root.
     fn scan_prefiltered(&self, pre: &Prefilter, sid: u32, bytes: &[u8]) -> Step {
+        if self.fail.is_empty() {
+            self.prefiltered::<true>(pre, sid, bytes)
+        } else {
+            self.prefiltered::<false>(pre, sid, bytes)
+        }
+    }
+
+    /// [`Automaton::scan_prefiltered`], with `DENSE` telling whether every state is dense (so
+    /// that the test is made once per input, not once per byte).
+    #[inline]
+    fn prefiltered<const DENSE: bool>(&self, pre: &Prefilter, sid: u32, bytes: &[u8]) -> Step {
         let n = bytes.len();
+        let step = |s: u32, b: u8| {
+            if DENSE {
+                self.table[s as usize + self.classes[b as usize] as usize]
+            } else {
+                self.next(s, b)
+            }
+        };
         let mut s = sid;
         let mut i = 0;
-        // The last candidate found: no new one is sought until the walk has read past it.
-        let mut cand: Option<usize> = None;
-        while i < n {
-            if s == Self::START && cand.is_none_or(|c| c < i) {
-                match pre.find(bytes, i) {
-                    Some(q) => {
-                        i = i.max(q - pre.back(bytes[q]).min(q));
-                        cand = Some(q);
-                    }
-                    None if pre.starts() => return Step::Continue(Self::START),
-                    None => {
-                        // No stop occurs in the rest; one may have begun in the last bytes.
-                        i = i.max(n - (self.max_len - 1).min(n));
-                        cand = Some(usize::MAX);
-                        continue;
-                    }
+        // Read bytes `i..until`, then on until the root; `Err` is a completed stop.
+        let walk = |s: &mut u32, i: &mut usize, until: usize| -> Result<(), Hit> {
+            while *i < until || (*s != Self::START && *i < n) {
+                let next = step(*s, bytes[*i]);
+                *i += 1;
+                if next & MATCH_BIT != 0 {
+                    return Err(self.hit(next & !MATCH_BIT, *i));
                 }
+                *s = next;
             }
-            let next = self.step(s, bytes[i]);
-            i += 1;
-            if next & MATCH_BIT != 0 {
-                return Step::Stop(self.hit(next & !MATCH_BIT, i));
+            Ok(())
+        };
+        loop {
+            // At the root at `i`, or still inside a stop begun before the input.
+            if let Err(hit) = walk(&mut s, &mut i, 0) {
+                return Step::Stop(hit);
             }
-            s = next;
+            if i == n {
+                return Step::Continue(s);
+            }
+            let until = match pre.find(bytes, i) {
+                Some(q) => {
+                    i = i.max(q - pre.back(bytes[q]).min(q));
+                    q + 1
+                }
+                None if pre.starts() => return Step::Continue(Self::START),
+                None => {
+                    // No stop occurs in the rest; one may have begun in its last bytes.
+                    i = i.max(n - (self.max_len - 1).min(n));
+                    n
+                }
+            };
+            if let Err(hit) = walk(&mut s, &mut i, until) {
+                return Step::Stop(hit);
+            }
         }
-        Step::Continue(s)
     }
 
     fn hit(&self, sid: u32, end: usize) -> Hit {
