@@ -115,68 +115,118 @@ fn main() {
         ["</answer>", "\n\nUser:", "###END", "<|im_end|>"].map(String::from).to_vec();
     let sets = [("4 guard-rail", guard), ("1,000 word+tag", tagged), ("1,000 word pairs", pairs)];
 
-    let gbps = |ns: f64| text.len() as f64 / ns;
     println!(
         "{:.1} MiB, no match; fastest of {REPEATS} rounds; in parentheses: multiple of the \
          aho-corasick crate's best kind",
         text.len() as f64 / f64::from(1u32 << 20),
     );
     for (name, stops) in &sets {
-        let ours = StopSet::new(stops).unwrap();
-        assert_eq!(ours.truncate(text, false), (text.len(), None), "{name}: a stop occurs");
-        let kinds = [
-            (None, "auto"),
-            (Some(AhoCorasickKind::NoncontiguousNFA), "noncontiguous NFA"),
-            (Some(AhoCorasickKind::ContiguousNFA), "contiguous NFA"),
-            (Some(AhoCorasickKind::DFA), "DFA"),
-        ];
-        let theirs: Vec<AhoCorasick> = kinds
-            .iter()
-            .map(|&(kind, _)| {
-                let ac = AhoCorasick::builder()
-                    .match_kind(MatchKind::Standard)
-                    .kind(kind)
-                    .build(stops)
-                    .unwrap();
-                assert!(ac.find(text).is_none());
-                ac
-            })
-            .collect();
-        // Every contender once per round, so that a burst of other work on the machine slows
-        // all of them alike; each counts with its fastest round.
-        let mut runs: Vec<Box<dyn FnMut() -> usize>> = vec![
-            Box::new(|| ours.truncate(black_box(text), false).0),
-            Box::new(|| {
-                let mut st = TextStream::new(false);
-                let mut out = 0;
-                for chunk in text.chunks(64 << 10) {
-                    out += st.feed(&ours, chunk).unwrap().from_input;
-                }
-                out
-            }),
-            Box::new(|| memchr::memchr(0xFF, black_box(text)).unwrap_or(0)),
-        ];
-        for ac in &theirs {
-            runs.push(Box::new(move || ac.find(black_box(text)).map_or(0, |m| m.end())));
-        }
-        let ns = best(&mut runs);
-        let (crate_ns, label) = ns[3..]
-            .iter()
-            .zip(&kinds)
-            .map(|(&t, &(_, label))| (t, label))
-            .fold((f64::MAX, ""), |a, b| if b.0 < a.0 { b } else { a });
-        println!(
-            "{name:>17}: truncate {:6.2} GB/s ({:.2}x), feed {:6.2} GB/s ({:.2}x); \
-             aho-corasick {:6.2} GB/s ({label}); memchr {:.1} GB/s",
-            gbps(ns[0]),
-            crate_ns / ns[0],
-            gbps(ns[1]),
-            crate_ns / ns[1],
-            gbps(crate_ns),
-            gbps(ns[2]),
-        );
+        scan_set(name, stops, text);
     }
+    per_chunk(text, &words);
     compile(&words);
+}
+
+/// The core's share of a streaming step: `TextStream::feed` over token-sized chunks (4 bytes)
+/// of the text, against the number of special-token stops (`<|word_word_i|>`, after the
+/// guard-rail stops), with a fresh stream whenever one stops.
+fn per_chunk(text: &[u8], words: &[String]) {
+    let chunks: Vec<&[u8]> = text[..4 << 20].chunks(4).collect();
+    let guard = ["</answer>", "\n\nUser:", "###END", "<|im_end|>"];
+    let mut cells = Vec::new();
+    for count in [1usize, 4, 1_000, 100_000] {
+        let mut stops: Vec<String> = guard.iter().take(count).map(|s| (*s).to_owned()).collect();
+        let n = words.len();
+        for i in stops.len()..count {
+            stops.push(format!("<|{}_{}_{i}|>", words[i % n], words[(i * 7 + 1) % n]));
+        }
+        let set = StopSet::new(&stops).unwrap();
+        let mut runs: Vec<Box<dyn FnMut() -> usize>> = vec![Box::new(|| {
+            let mut st = TextStream::new(false);
+            let mut out = 0;
+            for c in &chunks {
+                let e = st.feed(&set, c).unwrap();
+                out += e.from_held + e.from_input;
+                if st.status() != stopstream::Status::Open {
+                    st = TextStream::new(false);
+                }
+            }
+            out
+        })];
+        let ns = best(&mut runs)[0] / chunks.len() as f64;
+        cells.push(format!("{count}: {ns:.2} ns"));
+    }
+    println!("feed per 4-byte chunk, special-token stops: {}", cells.join(", "));
+}
+
+/// Times both crates and `memchr` over `text` for one stop set, and prints a line.
+fn scan_set(name: &str, stops: &[String], text: &[u8]) {
+    let gbps = |ns: f64| text.len() as f64 / ns;
+    let ours = StopSet::new(stops).unwrap();
+    assert_eq!(ours.truncate(text, false), (text.len(), None), "{name}: a stop occurs");
+    let kinds = [
+        (None, "auto"),
+        (Some(AhoCorasickKind::NoncontiguousNFA), "noncontiguous NFA"),
+        (Some(AhoCorasickKind::ContiguousNFA), "contiguous NFA"),
+        (Some(AhoCorasickKind::DFA), "DFA"),
+    ];
+    let theirs: Vec<AhoCorasick> = kinds
+        .iter()
+        .map(|&(kind, _)| {
+            let ac = AhoCorasick::builder()
+                .match_kind(MatchKind::Standard)
+                .kind(kind)
+                .build(stops)
+                .unwrap();
+            assert!(ac.find(text).is_none());
+            ac
+        })
+        .collect();
+    // The crate's packed searcher (Teddy) has leftmost semantics only; it could serve as a
+    // prefilter for candidate starts. Timed alone, for comparison, where it builds.
+    let packed = aho_corasick::packed::Searcher::new(stops);
+    // Every contender once per round, so that a burst of other work on the machine slows
+    // all of them alike; each counts with its fastest round.
+    let mut runs: Vec<Box<dyn FnMut() -> usize>> = vec![
+        Box::new(|| ours.truncate(black_box(text), false).0),
+        Box::new(|| {
+            let mut st = TextStream::new(false);
+            let mut out = 0;
+            for chunk in text.chunks(64 << 10) {
+                out += st.feed(&ours, chunk).unwrap().from_input;
+            }
+            out
+        }),
+        Box::new(|| memchr::memchr(0xFF, black_box(text)).unwrap_or(0)),
+    ];
+    for ac in &theirs {
+        runs.push(Box::new(move || ac.find(black_box(text)).map_or(0, |m| m.end())));
+    }
+    if let Some(p) = &packed {
+        assert!(p.find(text).is_none());
+        runs.push(Box::new(move || p.find(black_box(text)).map_or(0, |m| m.end())));
+    }
+    let ns = best(&mut runs);
+    let packed = if packed.is_some() {
+        format!("; packed (Teddy, leftmost) {:.2} GB/s", gbps(ns[3 + kinds.len()]))
+    } else {
+        String::new()
+    };
+    let (crate_ns, label) = ns[3..3 + kinds.len()]
+        .iter()
+        .zip(&kinds)
+        .map(|(&t, &(_, label))| (t, label))
+        .fold((f64::MAX, ""), |a, b| if b.0 < a.0 { b } else { a });
+    println!(
+        "{name:>17}: truncate {:6.2} GB/s ({:.2}x), feed {:6.2} GB/s ({:.2}x); \
+         aho-corasick {:6.2} GB/s ({label}); memchr {:.1} GB/s{packed}",
+        gbps(ns[0]),
+        crate_ns / ns[0],
+        gbps(ns[1]),
+        crate_ns / ns[1],
+        gbps(crate_ns),
+        gbps(ns[2]),
+    );
 }
 
 /// Stop lists shaped like `benches/corpus.py`'s generated ones: word pairs, closing tags,

@@ -59,6 +59,11 @@ const FREQ: [u16; 256] = [
 /// bytes include `\n` (2.1%), skipping to them ran at several times the table walk.
 const MAX_COST: u32 = 40_000;
 
+/// The largest frequency (per million) of a byte the rare-byte search considers, and so the
+/// largest cost of a rare-byte set: three such bytes already mean a candidate every 30 bytes.
+/// Stops made of common letters only are then rejected at once instead of searched.
+const MAX_RARE: u32 = 10_000;
+
 /// Rare bytes are chosen jointly only when the stops' first bytes cost at least this much more:
 /// resuming `back` bytes early and reading the tail costs a little extra per candidate.
 const RARE_GAIN: u32 = 2;
@@ -140,7 +145,7 @@ fn cost(bytes: &[u8]) -> u32 {
 /// The cheapest set of at most three bytes such that every pattern contains one, if it costs
 /// less than `limit` (and at most [`MAX_COST`]).
 fn rare_bytes(patterns: &[Box<[u8]>], limit: u32) -> Option<Vec<u8>> {
-    let limit = limit.min(MAX_COST + 1);
+    let limit = limit.min(MAX_RARE + 1);
     // Each pattern as the set of its bytes that could be part of a cheap enough answer.
     let mut masks = Vec::with_capacity(patterns.len());
     for p in patterns {
@@ -162,9 +167,9 @@ fn rare_bytes(patterns: &[Box<[u8]>], limit: u32) -> Option<Vec<u8>> {
     search.found
 }
 
-/// Pattern tests the search may spend (about a millisecond); past it, the best set found so far
+/// Pattern tests the search may spend (a fraction of a millisecond); past it, the best set found so far
 /// is used. Any set that hits every stop is sound, so this only trades skipping speed.
-const SEARCH_WORK: usize = 1 << 20;
+const SEARCH_WORK: usize = 1 << 18;
 
 /// Bytes tried per pattern, rarest first.
 const SEARCH_WIDTH: usize = 4;
