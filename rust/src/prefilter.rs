@@ -55,8 +55,10 @@ const FREQ: [u16; 256] = [
     185, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
 ];
 
-/// The largest summed frequency (per million bytes) worth a prefilter. At 4 stops whose first
-/// bytes include `\n` (2.1%), skipping to them ran at several times the table walk.
+/// The largest summed frequency (per million bytes) worth a prefilter: a candidate costs a
+/// `memchr` restart and a few automaton steps, some tens of nanoseconds, so at one candidate in
+/// 25 bytes skipping is no faster than the table walk (about a nanosecond per byte). A rough
+/// bound, not a measured optimum; the figures in `automaton.rs` are all far below it.
 const MAX_COST: u32 = 40_000;
 
 /// The largest frequency (per million) of a byte the rare-byte search considers, and so the
@@ -167,8 +169,8 @@ fn rare_bytes(patterns: &[Box<[u8]>], limit: u32) -> Option<Vec<u8>> {
     search.found
 }
 
-/// Pattern tests the search may spend (a fraction of a millisecond); past it, the best set found so far
-/// is used. Any set that hits every stop is sound, so this only trades skipping speed.
+/// Pattern tests the search may spend (a fraction of a millisecond); past it, the best set found
+/// so far is used. Any set that hits every stop is sound, so this only trades skipping speed.
 const SEARCH_WORK: usize = 1 << 18;
 
 /// Bytes tried per pattern, rarest first.
