@@ -68,7 +68,7 @@
 //! breadth-first pass in which a failure link is one load from a dense row. Compiling 10,000
 //! fresh stops (shaped like `benches/corpus.py`'s generated ones) then took 6 ms of CPU time
 //! in the example (median of 5), and `benches/compare.py`'s figure from Python went from 29.4
-//! to 15.8 ms (medians, wall time on the loaded machine); the previous build kept a `Vec` of
+//! to 10.3 ms (medians, wall time on the loaded machine); the previous build kept a `Vec` of
 //! edges per state and found failure links by walking them. Compiling 100,000 stops peaks at
 //! 1.23x the heap the finished automaton keeps (26.2 against 21.3 MiB; previously 81 MiB,
 //! 3.4x).
