@@ -663,10 +663,10 @@ LONG_CHUNK = 64 * 1024
 
 
 def long_feed(chunks: Sequence[str], stops: Sequence[str]) -> int:
-    """Feed ``chunks`` (large bodies) to one filter; the number of characters emitted."""
+    """Feed ``chunks`` (large bodies) to one filter, then finish; the characters emitted."""
     f = stopstream.StopFilter(stops)
     feed = f.feed
-    return sum(len(feed(chunk)) for chunk in chunks)
+    return sum(len(feed(chunk)) for chunk in chunks) + len(f.finish())
 
 
 def prose_throughput(config: Config) -> None:
