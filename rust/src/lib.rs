@@ -426,6 +426,60 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(150))]
+
+        /// Many stops that start like words and hold one rare marker byte each (the rare-byte
+        /// path with large back offsets, dense and sparse layouts), over long texts fed in big
+        /// and small chunks.
+        #[test]
+        fn many_marked_stops_match_naive(
+            stops in prop::collection::vec(
+                (
+                    prop::collection::vec(prop::sample::select(b"eta ".to_vec()), 0..6),
+                    prop::sample::select(b"<#|".to_vec()),
+                    prop::collection::vec(prop::sample::select(b"eta ".to_vec()), 0..3),
+                ),
+                1..300,
+            ),
+            text in prop::collection::vec(prop::sample::select(b"eta <#|".to_vec()), 0..600),
+            cuts in prop::collection::vec(0usize..600, 0..4),
+            budget in prop::sample::select(vec![1usize, 256, 1 << 20]),
+        ) {
+            let stops: Vec<Vec<u8>> = stops
+                .into_iter()
+                .map(|(mut a, m, b)| {
+                    a.push(m);
+                    a.extend(b);
+                    a
+                })
+                .collect();
+            let set = StopSet::with_dense_budget(&stops, budget).unwrap();
+            let first = naive_first_stop(&stops, &text);
+            let cut = first.map_or(text.len(), |(p, end)| end - stops[p].len());
+            prop_assert_eq!(set.truncate(&text, false), (cut, first.map(|f| f.0)));
+            let mut bounds: Vec<usize> = cuts.iter().map(|&c| c.min(text.len())).collect();
+            bounds.push(0);
+            bounds.push(text.len());
+            bounds.sort_unstable();
+            let mut st = TextStream::new(false);
+            let mut out = Vec::new();
+            for w in bounds.windows(2) {
+                let chunk = &text[w[0]..w[1]];
+                let held = st.held(&set).to_vec();
+                let e = st.feed(&set, chunk).unwrap();
+                out.extend_from_slice(&held[..e.from_held]);
+                out.extend_from_slice(&chunk[..e.from_input]);
+                if st.status() == Status::Open {
+                    let seen = &text[..w[1]];
+                    prop_assert_eq!(out.len(), seen.len() - naive_holdback(&stops, seen));
+                }
+            }
+            out.extend_from_slice(st.finish(&set));
+            prop_assert_eq!(&out[..], &text[..cut]);
+        }
+    }
+
+    proptest! {
         #![proptest_config(ProptestConfig::with_cases(3000))]
 
         /// Strict mode: a stop inside the valid prefix wins; otherwise invalid input fails in
