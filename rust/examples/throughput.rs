@@ -8,7 +8,9 @@
 //! * 4 guard-rail stops: `</answer>`, `\n\nUser:`, `###END`, `<|im_end|>`;
 //! * 1,000 stops: words of the text followed by `</`, `]]` or `##` (they start like ordinary
 //!   words, so nearly every byte of the text leaves the root);
-//! * 1,000 word pairs (`word word`, letters and a space only: no rare byte to look for).
+//! * 1,000 word pairs (`word word`, letters and a space only: no rare byte to look for);
+//! * 4 special-token stops (`<|im_end|>`, `<|endoftext|>`, `<|eot_id|>`, `</s>`): one rare
+//!   first byte.
 //!
 //! The crate is timed with each of its automaton kinds (it picks its own prefilter); the best
 //! counts. `feed` is this crate's stream over 64 KiB chunks, carrying its state across them.
@@ -113,7 +115,14 @@ fn main() {
     }
     let guard: Vec<String> =
         ["</answer>", "\n\nUser:", "###END", "<|im_end|>"].map(String::from).to_vec();
-    let sets = [("4 guard-rail", guard), ("1,000 word+tag", tagged), ("1,000 word pairs", pairs)];
+    let tokens: Vec<String> =
+        ["<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>"].map(String::from).to_vec();
+    let sets = [
+        ("4 guard-rail", guard),
+        ("1,000 word+tag", tagged),
+        ("1,000 word pairs", pairs),
+        ("4 special-token", tokens),
+    ];
 
     println!(
         "{:.1} MiB, no match; fastest of {REPEATS} rounds; in parentheses: multiple of the \
