@@ -168,7 +168,7 @@ async def one_request(conn: Connection, payload: bytes, events: int, result: Res
     # Cheap checks (the client must not be the bottleneck): every token, then the end.
     tokens = body.count(TEXT_PIECE.encode() + b'"')
     if status != 200 or tokens != events or not body.rstrip().endswith(b"data: [DONE]"):
-        result.failures.append(f"status {status}, {tokens} tokens of {events}")
+        result.failures.append(f"status {status}, {tokens} tokens of {events}: {body[:200]!r}")
         return
     result.ttfb.append(ttfb)
 

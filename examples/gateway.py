@@ -78,6 +78,70 @@ class UpstreamBody:
         await self._response.aclose()
 
 
+class UpstreamPool:
+    """The upstream HTTP clients: ``max_connections`` connections, in clients of ``SHARD``.
+
+    One httpx client with all the connections would cost more CPU than relaying the streams:
+    httpcore 1.0's pool walks all its connections on every request and every response close,
+    and, for each idle one, all of them again. At concurrency 100 that bookkeeping was a quarter
+    of the gateway's CPU time under ``benches/gateway_load.py``. Small clients keep each walk
+    short. A call goes to the first client with a free connection, so that a load is served by
+    as few connections as it needs, kept busy, and the others go idle and expire; the
+    connection limit holds overall (when all are busy, a call waits in the least busy client).
+
+    Every connection is kept open between calls (the pool's idle limit counts all connections,
+    not the idle ones, so any lower limit closes connections that are needed again at once), and
+    for ``KEEPALIVE`` seconds: less than the 5 s after which uvicorn and most Python and Node
+    servers close an idle connection, so that the gateway drops it first rather than sending a
+    request on a connection the upstream is closing (a 502 for the client).
+    """
+
+    SHARD = 16
+    KEEPALIVE = 4.0
+
+    def __init__(self, max_connections: int, timeout: httpx.Timeout) -> None:
+        shards = -(-max_connections // self.SHARD)
+        sizes = [max_connections // shards + (i < max_connections % shards) for i in range(shards)]
+        tls = httpx.create_ssl_context()  # one for all: each loads the CA bundle (0.1 s)
+        self._clients = [
+            httpx.AsyncClient(
+                verify=tls,
+                timeout=timeout,
+                limits=httpx.Limits(
+                    max_connections=size,
+                    max_keepalive_connections=size,
+                    keepalive_expiry=self.KEEPALIVE,
+                ),
+            )
+            for size in sizes
+        ]
+        self._sizes = sizes
+        self._busy = [0] * shards
+        self._stack = contextlib.AsyncExitStack()
+
+    def acquire(self) -> tuple[httpx.AsyncClient, Callable[[], None]]:
+        """A client for one call, and the function to call when the call is over."""
+        busy = self._busy
+        shard = next(
+            (i for i, (n, size) in enumerate(zip(busy, self._sizes, strict=True)) if n < size),
+            busy.index(min(busy)),
+        )
+        busy[shard] += 1
+
+        def release() -> None:
+            busy[shard] -= 1
+
+        return self._clients[shard], release
+
+    async def __aenter__(self) -> UpstreamPool:
+        for client in self._clients:
+            await self._stack.enter_async_context(client)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stack.aclose()
+
+
 def _openai_error(status: int, message: str, param: str | None = None) -> Response:
     error = {"message": message, "type": "invalid_request_error", "param": param, "code": None}
     return JSONResponse({"error": error}, status_code=status)
@@ -99,7 +163,6 @@ def create_app(
     connect_timeout: float = 10.0,
     pool_timeout: float = 10.0,
     max_connections: int = 1000,
-    max_keepalive_connections: int | None = None,
 ) -> Starlette:
     """The gateway as an ASGI app.
 
@@ -109,12 +172,11 @@ def create_app(
     in any case. The Anthropic route sends none by default, so stops behave the same on both
     routes. ``on_stop``: ``"close"`` or ``"drain"``, see ``stopstream.openai``.
 
-    The upstream client: at most ``max_connections`` connections at once (streams hold theirs
-    for their whole length, so this is the number of concurrent calls; httpx's default is 100),
-    of which ``max_keepalive_connections`` (default: all) are kept open between calls, so a
-    steady load does not reconnect for each call; ``timeout``: the longest wait for the
-    upstream's next bytes (or to write to it), ``connect_timeout`` to connect, ``pool_timeout``
-    for a free connection (then the call is answered 503).
+    The upstream client (see ``UpstreamPool``): at most ``max_connections`` connections at once
+    (a stream holds its connection for its whole length, so this is the number of concurrent
+    calls; httpx's default is 100), all kept open between calls; ``timeout``: the longest wait
+    for the upstream's next bytes (or to write to it), ``connect_timeout`` to connect,
+    ``pool_timeout`` for a free connection (then the call is answered 503).
 
     Every option is checked here: a bad one is a ``ValueError`` naming it, before any request.
     """
@@ -128,25 +190,18 @@ def create_app(
         connect_timeout=connect_timeout,
         pool_timeout=pool_timeout,
         max_connections=max_connections,
-        max_keepalive_connections=max_keepalive_connections,
-    )
-    limits = httpx.Limits(
-        max_connections=max_connections,
-        max_keepalive_connections=(
-            max_connections if max_keepalive_connections is None else max_keepalive_connections
-        ),
     )
     timeouts = httpx.Timeout(timeout, connect=connect_timeout, pool=pool_timeout)
-    clients: list[httpx.AsyncClient] = []
+    pools: list[UpstreamPool] = []
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        async with httpx.AsyncClient(timeout=timeouts, limits=limits) as client:
-            clients.append(client)
+        async with UpstreamPool(max_connections, timeouts) as pool:
+            pools.append(pool)
             try:
                 yield
             finally:
-                clients.clear()
+                pools.clear()
 
     async def forward(
         request: Request,
@@ -156,7 +211,8 @@ def create_app(
         closing: contextlib.AsyncExitStack,
     ) -> httpx.Response:
         headers = {k: v for k, v in request.headers.items() if k.lower() in FORWARDED_HEADERS}
-        client = clients[0]
+        client, release = pools[0].acquire()
+        closing.callback(release)
         outgoing = client.build_request("POST", url, json=payload, headers=headers)
         response = await client.send(outgoing, stream=stream)
         closing.push_async_callback(response.aclose)
@@ -193,7 +249,7 @@ def create_app(
             except httpx.PoolTimeout:
                 return _openai_error(503, "The gateway is at its upstream connection limit.")
             except httpx.HTTPError as exc:
-                return _openai_error(502, f"Upstream error: {exc}")
+                return _openai_error(502, f"Upstream error: {type(exc).__name__}: {exc}")
             if response.status_code != 200:
                 return await passthrough(response)
             if not stream:
@@ -235,7 +291,7 @@ def create_app(
             except httpx.PoolTimeout:
                 return _anthropic_error(503, "The gateway is at its upstream connection limit.")
             except httpx.HTTPError as exc:
-                return _anthropic_error(502, f"Upstream error: {exc}")
+                return _anthropic_error(502, f"Upstream error: {type(exc).__name__}: {exc}")
             if response.status_code != 200:
                 return await passthrough(response)
             if not stream:
@@ -363,7 +419,6 @@ def _check_options(
     connect_timeout: float,
     pool_timeout: float,
     max_connections: int,
-    max_keepalive_connections: int | None,
 ) -> None:
     """Raise ``ValueError`` naming the first bad option."""
     for name, url in (("upstream", upstream), ("anthropic_upstream", anthropic_upstream)):
@@ -386,9 +441,6 @@ def _check_options(
         raise ValueError(f"max_connections must be an int, not {max_connections!r}")
     if max_connections < 1:
         raise ValueError(f"max_connections must be >= 1, not {max_connections}")
-    keep = max_keepalive_connections
-    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 0):
-        raise ValueError(f"max_keepalive_connections must be an int >= 0 or None, not {keep!r}")
 
 
 def _check_url(name: str, url: str) -> None:

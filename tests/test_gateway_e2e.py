@@ -745,7 +745,6 @@ def test_options_parsed() -> None:
         ({"on_stop": "later"}, "on_stop"),
         ({"timeout": 0}, "timeout must be"),
         ({"max_connections": 0}, "max_connections must be >= 1"),
-        ({"max_keepalive_connections": -1}, "max_keepalive_connections"),
         ({"upstream": "localhost:8000"}, "upstream: not an http(s) URL"),
     ],
 )
