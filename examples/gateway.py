@@ -83,8 +83,9 @@ class UpstreamPool:
 
     One httpx client with all the connections would cost more CPU than relaying the streams:
     httpcore 1.0's pool walks all its connections on every request and every response close,
-    and, for each idle one, all of them again. At concurrency 100 that bookkeeping was a quarter
-    of the gateway's CPU time under ``benches/gateway_load.py``. Small clients keep each walk
+    and, for each idle one, all of them again. At concurrency 100, with every connection kept
+    alive, that bookkeeping took a quarter of the gateway's CPU time under
+    ``benches/gateway_load.py``. Small clients keep each walk
     short. A call goes to the first client with a free connection, so that a load is served by
     as few connections as it needs, kept busy, and the others go idle and expire; the
     connection limit holds overall (when all are busy, a call waits in the least busy client).
@@ -327,12 +328,13 @@ class Exchange(Response):
     ``closing``, which is closed when the exchange ends, however it ends.
 
     Starlette's ``StreamingResponse`` is not enough for a proxy. It listens for the disconnect
-    only once the response starts (so a client that left while the gateway waited for a pool
-    connection or for the upstream's headers still has its request sent and its stream
-    started), and for ASGI 2.4 servers not at all (it waits for ``send`` to fail, and uvicorn's
-    drops the bytes silently: the relay would read the upstream to its end). It never closes its
-    body iterator either: a cancelled response leaves the relaying generator unstarted or
-    suspended at a ``yield``, and the ``finally`` that closes the upstream runs whenever the
+    only once the response starts, so a client that left while the gateway waited for a pool
+    connection or for the upstream's headers still has its request sent upstream and its stream
+    started (and with a full pool, that call takes a connection a waiting client needed). With
+    servers that declare ASGI 2.4 it does not listen at all and relies on ``send`` raising once
+    the client is gone. It never closes its body iterator: if the cancellation lands while the
+    response waits in ``send`` (flow control, a slow client), the relaying generator stays
+    suspended at its ``yield`` and the ``finally`` that closes the upstream runs only when the
     generator is garbage collected. Here a task watches for ``http.disconnect`` from the start
     and cancels the exchange wherever it waits; the upstream is then closed at once, shielded
     from that cancellation (an ``await`` in a cancelled scope would be cancelled itself).
