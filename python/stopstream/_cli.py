@@ -25,7 +25,7 @@ from typing import BinaryIO
 
 import stopstream
 from stopstream import sse
-from stopstream._core import ByteStopFilter
+from stopstream._core import ByteStopFilter, StopSet
 
 _READ_SIZE = 1 << 16
 
@@ -193,7 +193,7 @@ def _certain(held: bytes) -> bytes:
 
 
 def _run(args: argparse.Namespace, src: BinaryIO, out: BinaryIO) -> int:
-    f = ByteStopFilter(args.stops, args.include_stop, args.errors)
+    f = ByteStopFilter(args.stops, errors=args.errors)
     fd = src.fileno()
     try:
         while True:
@@ -343,7 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.sse is not None and args.errors != "strict":
         parser.error("--errors applies to plain streams, not to --sse (SSE bodies are JSON)")
     try:
-        ByteStopFilter(args.stops)
+        args.stops = StopSet(args.stops, args.include_stop)  # compiled once, checked here
     except ValueError as exc:
         parser.error(str(exc))
     run = _run if args.sse is None else _run_sse
