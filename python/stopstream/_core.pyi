@@ -20,7 +20,9 @@ __all__ = [
     "TokenPiece",
     "TokenStopFilter",
     "Vocab",
+    "_SSEStage",
     "__version__",
+    "_feed_unless_stop",
     "feed_batch",
     "truncate",
 ]
