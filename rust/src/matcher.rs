@@ -23,7 +23,7 @@ use crate::automaton::{Automaton, Step};
 use crate::error::Error;
 use crate::regex::{Pattern, PatternError, Threads};
 use crate::region::{Regions, Zone};
-use crate::stream::{ByteOut, Status};
+use crate::stream::{ByteOut, Status, TextMatcher};
 
 /// One stop of a [`Matcher`]'s list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -607,6 +607,34 @@ impl MatchStream {
             }
         }
         (hold, keep.min(hold))
+    }
+}
+
+impl TextMatcher for MatchStream {
+    type Set = Matcher;
+
+    fn status(&self) -> Status {
+        self.status
+    }
+
+    fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    fn holds_nothing(&self, _: &Matcher) -> bool {
+        self.held().is_empty()
+    }
+
+    fn feed_text(&mut self, m: &Matcher, text: &[u8], out: &mut Vec<u8>) -> Result<ByteOut, Error> {
+        self.feed(m, text, out)
+    }
+
+    fn finish_text(&mut self, m: &Matcher, out: &mut Vec<u8>) {
+        self.finish(m, out);
+    }
+
+    fn mark_finished(&mut self) {
+        self.finished = true;
     }
 }
 

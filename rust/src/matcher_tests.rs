@@ -9,6 +9,7 @@
 )]
 
 use super::*;
+use crate::ByteStream;
 use proptest::prelude::*;
 use regex_automata::nfa::thompson::pikevm::{Cache, PikeVM};
 use regex_automata::{Anchored, Input};
@@ -381,10 +382,10 @@ fn table() {
             Case {
                 stops: vec![re(r"\bq")],
                 until: None,
-                skip: vec![("[".to_owned(), "x]".to_owned())],
+                skip: vec![("[".to_owned(), "x".to_owned())],
             },
-            &["[x]q [x] q"],
-            &["[x]q [x] ", ""],
+            &["[xq [x q"],
+            &["[xq [x ", ""],
             Status::Stopped(0),
             "q",
         ),
@@ -633,5 +634,80 @@ proptest! {
         prop_assert_eq!(whole.0.concat(), each.0.concat());
         prop_assert_eq!(whole.1, each.1);
         prop_assert_eq!(whole.2, each.2);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Raw bytes in replace mode give what the decoded text gives; in strict mode a stop before
+    /// the first invalid byte wins, otherwise the call that meets it fails and changes nothing.
+    #[test]
+    fn bytes_decode_then_match(
+        stops in prop::collection::vec(stop(true), 1..=3),
+        (until, skip) in regions(),
+        raw in prop::collection::vec(prop::sample::select(vec![
+            b"a".to_vec(), b"b".to_vec(), b"-".to_vec(), b"<".to_vec(), "\u{e9}".as_bytes().to_vec(),
+            b"\xff".to_vec(), b"\xc3".to_vec(), b"\xe2\x82".to_vec(),
+        ]), 0..12),
+        cuts in prop::collection::vec(0usize..30, 0..5),
+        replace in any::<bool>(),
+    ) {
+        let case = Case { stops, until, skip };
+        let Ok(m) = case.matcher() else { return Ok(()) };
+        let raw: Vec<u8> = raw.concat();
+        let mut bounds: Vec<usize> = cuts.iter().map(|&c| c.min(raw.len())).collect();
+        bounds.push(0);
+        bounds.push(raw.len());
+        bounds.sort_unstable();
+        let decoded = String::from_utf8_lossy(&raw).into_owned();
+        let valid = std::str::from_utf8(&raw).map_or_else(|e| e.valid_up_to(), |_| raw.len());
+        let text_view = if replace { decoded.clone() } else { String::from_utf8(raw[..valid].to_vec()).unwrap() };
+        let (n, stop) = if replace || valid == raw.len() {
+            m.truncate(text_view.as_bytes())
+        } else {
+            // Strict with an error: only a stop decided before the error counts.
+            let mut ts = MatchStream::new(&m);
+            let mut o = Vec::new();
+            if ts.feed(&m, text_view.as_bytes(), &mut o).unwrap() == ByteOut::Input {
+                o.extend_from_slice(text_view.as_bytes());
+            }
+            match ts.status() {
+                Status::Stopped(i) => (o.len(), Some((i, ts.stop_sequence(&m).to_vec()))),
+                _ => (0, None),
+            }
+        };
+        let mut st = ByteStream::over(MatchStream::new(&m), replace);
+        let mut out = Vec::new();
+        let mut failed = false;
+        for w in bounds.windows(2) {
+            let chunk = &raw[w[0]..w[1]];
+            let before = st.clone();
+            let mark = out.len();
+            match st.feed(&m, chunk, &mut out) {
+                Ok(ByteOut::Input) => out.extend_from_slice(chunk),
+                Ok(ByteOut::Buffer) => {}
+                Err(e) => {
+                    prop_assert!(!replace && e.decode_error().is_some());
+                    prop_assert_eq!(out.len(), mark);
+                    prop_assert_eq!(st.text().held(), before.text().held());
+                    failed = true;
+                    break;
+                }
+            }
+            prop_assert!(std::str::from_utf8(&out).is_ok());
+        }
+        if failed {
+            prop_assert!(stop.is_none());
+            return Ok(());
+        }
+        let fin = st.finish(&m, &mut out);
+        if replace || stop.is_some() || valid == raw.len() {
+            prop_assert!(fin.is_ok());
+            prop_assert_eq!(&out[..], &text_view.as_bytes()[..n]);
+            prop_assert_eq!(st.text().stop_sequence(&m).to_vec(), stop.map(|s| s.1).unwrap_or_default());
+        } else {
+            prop_assert!(fin.is_err());
+        }
     }
 }
