@@ -43,3 +43,8 @@ def wrap(
     ``None``, ``pending`` keeps the held text) and iterating it again ends at once.
     """
     return StopStream(chunks, stops, include_stop, errors)
+
+
+def pull(source: Iterable[object], stage: object) -> StopStream[object]:
+    """The native lifecycle driver over a Python stage (the adapters' sync streams)."""
+    raise NotImplementedError

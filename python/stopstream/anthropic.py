@@ -24,6 +24,9 @@ Rules:
   exact input tokens, an output count that stops short of the real one). ``on_stop="drain"``:
   the upstream is read to its end silently (``ping`` events still pass, as keep-alives) and the
   ``message_delta`` carries the upstream's own final usage.
+- A dropped stream is not a finished one: when the upstream ends (or raises) before
+  ``message_stop``, no ending is invented, ``complete`` is ``False`` and the text an open
+  block held back stays in ``pending``.
 
 The SDK is not imported until an SDK event has to be synthesized (``anthropic.types``).
 """
@@ -42,6 +45,7 @@ from stopstream._adapter import (
     OnStop,
     SyncAdapterStream,
     check_on_stop,
+    rebuild_from_sample,
     rebuild_model,
 )
 from stopstream._core import StopFilter
@@ -80,6 +84,17 @@ class MessagesMachine:
         self.stop_reason: str | None = None
         self.stop_sequence: str | None = None
         self.stop_index: int | None = None
+        self._terminal = False  # message_stop seen
+
+    @property
+    def complete(self) -> bool:
+        """``message_stop`` was seen, or a stop fired here."""
+        return self._terminal or self.stopped
+
+    @property
+    def pending(self) -> str:
+        """The text held back in the open text blocks (in block order)."""
+        return "".join(f.pending for f in self._filters.values())
 
     @property
     def stops(self) -> tuple[str, ...]:
@@ -140,6 +155,8 @@ class MessagesMachine:
                         self.stop_index = self._stops.index(sequence)
             emits.append((event, event))
             return emits
+        if kind == "message_stop":
+            self._terminal = True
         return [(event, event)]  # message_stop, ping, error, and anything new
 
     def _filter(self, index: Any) -> StopFilter:
@@ -236,8 +253,8 @@ class MessagesMachine:
         self._phase = "ended"
         if phase == "closing" or phase == "draining":
             return [(self._final_delta(None), None), (dict(_MESSAGE_STOP), None)]
-        if phase == "open":  # the upstream ended early: release what is held back
-            return self._flush()
+        # The upstream ended by itself. Without its ``message_stop`` it was dropped, not
+        # finished: invent no ending, and keep what the open blocks hold back (``pending``).
         return []
 
 
@@ -251,9 +268,11 @@ _EVENT_CLASSES = {
 }
 
 
-def _rebuild(value: JSON, sample: object) -> object:
+def _rebuild(value: JSON, sample: object, view: JSON | None) -> object:
     kind = value.get("type")
     cls: type[Any] | None = None
+    if view is not None and kind == getattr(sample, "type", None):
+        return rebuild_from_sample(value, sample, view)
     if kind == getattr(sample, "type", None):
         cls = type(sample)
     elif isinstance(kind, str) and kind in _EVENT_CLASSES:
@@ -295,6 +314,16 @@ class _MessagesResult:
     def stop_index(self) -> int | None:
         """The position of ``stop_sequence`` in ``stops``, or ``None``."""
         return self._machine.stop_index
+
+    @property
+    def complete(self) -> bool:
+        """``message_stop`` arrived or a stop fired: ``False`` for a dropped stream."""
+        return self._machine.complete
+
+    @property
+    def pending(self) -> str:
+        """Text held back in the open text blocks, kept (not released) by a dropped stream."""
+        return self._machine.pending
 
 
 class MessagesStopStream(SyncAdapterStream[_T], _MessagesResult):

@@ -18,9 +18,11 @@ Rules:
   choice holding the stop sequence. Later deltas of that choice are dropped; a chunk left with
   no choices is dropped unless it carries ``usage``.
 - Text held back because it may start a stop is released in the choice's next chunk, at the
-  latest in the chunk carrying the upstream's ``finish_reason`` (in a final chunk of its own if
-  the upstream ends without one). A chunk whose content was held back entirely is still
-  emitted, with ``content: ""``.
+  latest in the chunk carrying the upstream's ``finish_reason``. A chunk whose content was held
+  back entirely is still emitted, with ``content: ""``.
+- A dropped stream is not a finished one: when the upstream ends (or raises) before a choice
+  has its ``finish_reason``, no ending is invented, ``complete`` is ``False`` and the choice's
+  held text stays in ``pending``.
 - When every choice has stopped or finished (and at least one stop fired): with
   ``on_stop="close"`` the upstream is closed at once (``close()`` on the SDK stream, which
   releases the connection and cancels generation) and the stream ends, with a final usage chunk
@@ -31,8 +33,10 @@ Rules:
   far, which is right as soon as each choice has sent its first chunk (OpenAI and vLLM send a
   role chunk per choice first).
 
-The SDK is not imported: SDK chunks are read with ``model_dump`` and changed chunks rebuilt with
-``ChatCompletionChunk.construct``, so ``choice.stop_reason`` is an extra field of the model.
+The SDK is not imported: SDK chunks are read with ``model_dump``, and a changed chunk is the
+upstream chunk's own ``model_copy`` with only the changed fields replaced (so class, private
+state and helpers survive, LiteLLM's ``ModelResponseStream`` included); ``choice.stop_reason``
+is an extra field of the model.
 """
 
 from __future__ import annotations
@@ -48,7 +52,6 @@ from stopstream._adapter import (
     OnStop,
     SyncAdapterStream,
     check_on_stop,
-    rebuild_model,
 )
 from stopstream._core import StopFilter
 
@@ -98,6 +101,22 @@ class ChatMachine:
     @property
     def closing(self) -> bool:
         return self._phase == "closing"
+
+    @property
+    def complete(self) -> bool:
+        """Every choice has its ``finish_reason`` (``n`` of them when ``n`` is given), or the
+        stream stopped here. ``[DONE]`` is transport and completes nothing."""
+        if self.stopped:
+            return True
+        status = self._status.values()
+        if not status or _OPEN in status:
+            return False
+        return self._n is None or len(self._status) >= self._n
+
+    @property
+    def pending(self) -> dict[int, str]:
+        """Per open choice: the text held back."""
+        return {i: self._filters[i].pending for i, s in self._status.items() if s == _OPEN}
 
     @property
     def draining(self) -> bool:
@@ -207,17 +226,10 @@ class ChatMachine:
             return []
         self._phase = "ended"
         if phase == "open":
-            # The upstream ended: release what every open choice still holds back.
-            flushed: list[JSON] = []
-            for index, status in self._status.items():
-                if status != _OPEN:
-                    continue
-                tail = self._filters[index].finish()
-                if tail:
-                    flushed.append(
-                        {"index": index, "delta": {"content": tail}, "finish_reason": None}
-                    )
-            return [(self._synthesized(flushed, None), None)] if flushed else []
+            # The upstream ended by itself: its chunks released everything a finished choice
+            # held. A choice without its ``finish_reason`` was dropped, not finished: invent
+            # no ending, and keep its held text (``pending``).
+            return []
         if phase == "draining" and self._drained is not None:
             drained = self._drained
             if drained.get("choices"):
@@ -226,10 +238,6 @@ class ChatMachine:
         if self._usage is not None:
             return [(self._synthesized([], self._usage), None)]
         return []
-
-
-def _rebuild(value: JSON, sample: object) -> object:
-    return rebuild_model(type(sample), value)
 
 
 class _ChatResult:
@@ -271,6 +279,16 @@ class _ChatResult:
         """Every choice has stopped or finished, and at least one stop fired here."""
         return self._machine.stopped
 
+    @property
+    def complete(self) -> bool:
+        """Every choice finished or stopped: ``False`` for a dropped stream."""
+        return self._machine.complete
+
+    @property
+    def pending(self) -> dict[int, str]:
+        """Per open choice: the text held back, kept (not released) by a dropped stream."""
+        return self._machine.pending
+
 
 class ChatStopStream(SyncAdapterStream[_T], _ChatResult):
     """Iterator over chat completion chunks with stop sequences applied (see ``wrap_chat``)."""
@@ -279,7 +297,7 @@ class ChatStopStream(SyncAdapterStream[_T], _ChatResult):
 
     def __init__(self, stream: Iterable[_T], machine: ChatMachine) -> None:
         self._machine = machine
-        super().__init__(stream, ModelDriver(machine, _rebuild))
+        super().__init__(stream, ModelDriver(machine))
 
 
 class AsyncChatStopStream(AsyncAdapterStream[_T], _ChatResult):
@@ -289,7 +307,7 @@ class AsyncChatStopStream(AsyncAdapterStream[_T], _ChatResult):
 
     def __init__(self, stream: AsyncIterable[_T], machine: ChatMachine) -> None:
         self._machine = machine
-        super().__init__(stream, ModelDriver(machine, _rebuild))
+        super().__init__(stream, ModelDriver(machine))
 
 
 def wrap_chat(

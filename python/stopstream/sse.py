@@ -12,7 +12,9 @@ body, ``wrap_anthropic`` / ``awrap_anthropic`` ``stopstream.anthropic``'s rules 
 body. Parsing follows the SSE standard: events end at a blank line and may be split anywhere
 across chunks; lines end in ``\\r\\n``, ``\\n`` or ``\\r``; comment lines (``: ...``) and
 ``id:`` / ``retry:`` / unknown fields are kept; several ``data:`` lines are one value joined
-with ``\\n``; a leading byte order mark is ignored.
+with ``\\n``; a leading byte order mark is ignored; a last block the body did not finish (no
+blank line after it) is not dispatched, and not forwarded: a body cut mid-event is a dropped
+stream (``complete`` is ``False``), never a finished one.
 
 What comes out:
 
@@ -134,19 +136,24 @@ class SSEParser:
         return events
 
     def finish(self) -> list[Event]:
-        """End of the body: a last block without its blank line is completed and returned."""
+        """End of the body. A last block that the body did not finish with its blank line is
+        discarded, not dispatched (WHATWG: "If the file ends in the middle of an event, before
+        the final empty line, the incomplete event is not dispatched"): a body cut mid-event
+        must not look finished."""
         events: list[Event] = []
         buffer = bytes(self._buffer)
         self._buffer.clear()
         self._scan = 0
-        if buffer:
-            if buffer.endswith(b"\r"):
-                self._line(buffer, 1, events)
-            else:
-                self._line(buffer + (self.eol or b"\n"), len(self.eol or b"\n"), events)
-        if self._lines:
-            self._line(self.eol or b"\n", len(self.eol or b"\n"), events)
+        if buffer.endswith(b"\r"):
+            # A "\r" held back as the possible first half of "\r\n" ends its line after all.
+            self._line(buffer, 1, events)
+        self._lines, self._data_at, self._values = [], [], []
         return events
+
+    @property
+    def partial(self) -> bool:
+        """Some of an unfinished block has been received."""
+        return bool(self._buffer) or bool(self._lines)
 
     def _line(self, raw: bytes, ending: int, events: list[Event]) -> None:
         content = raw[: len(raw) - ending]
@@ -207,9 +214,7 @@ class SSEDriver:
 
     def end(self) -> list[bytes]:
         out = bytearray()
-        if not self._machine.closing:  # the upstream ended by itself
-            for event in self._parser.finish():
-                self._event(event, out)
+        self._parser.finish()  # an unfinished last block is discarded
         if not self._ended:
             self._ended = True
             self._write(self._machine.end(), None, None, out)
