@@ -60,7 +60,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 pub use crate::automaton::{Hit, Step};
 pub use crate::error::{DecodeError, Error};
-pub use crate::matcher::{MatchStream, Matcher, StopKind, StopSpec};
+pub use crate::matcher::{regex_max_len, MatchStream, Matcher, StopKind, StopSpec};
 pub use crate::stream::{ByteOut, ByteStream, Emit, Status, TextMatcher, TextStream};
 pub use crate::utf8::encode_code_points;
 

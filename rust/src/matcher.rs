@@ -117,10 +117,7 @@ impl Matcher {
                         PatternError::Invalid(msg) | PatternError::TooBig(msg) => {
                             Error::invalid_pattern(i, msg)
                         }
-                        PatternError::Empty => Error::invalid_pattern(
-                            i,
-                            "the pattern matches the empty string".to_owned(),
-                        ),
+                        PatternError::Empty => Error::invalid_pattern(i, EMPTY_MATCH.to_owned()),
                     })?;
                     kinds.push(Kind::Regex(regexes.len()));
                     regexes.push((i, pat));
@@ -212,6 +209,18 @@ impl Matcher {
         (out.len(), stop)
     }
 }
+
+/// Checks a regex stop's pattern without building its automaton: the longest match in code
+/// points (`None` if unbounded), or the parser's message (also for a pattern that matches the
+/// empty string).
+pub fn regex_max_len(pattern: &str) -> Result<Option<usize>, String> {
+    crate::regex::check(pattern).map_err(|e| match e {
+        PatternError::Invalid(msg) | PatternError::TooBig(msg) => msg,
+        PatternError::Empty => EMPTY_MATCH.to_owned(),
+    })
+}
+
+const EMPTY_MATCH: &str = "the pattern matches the empty string";
 
 /// The winning match.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -78,18 +78,29 @@ enum Engine {
     Nfa(Nfa),
 }
 
+/// Parses `pattern`, rejecting one that can match the empty string.
+fn parse(pattern: &str) -> Result<Hir, PatternError> {
+    let hir = regex_syntax::ParserBuilder::new()
+        .utf8(true)
+        .unicode(true)
+        .build()
+        .parse(pattern)
+        .map_err(|e| PatternError::Invalid(e.to_string()))?;
+    if hir.properties().minimum_len() == Some(0) {
+        return Err(PatternError::Empty);
+    }
+    Ok(hir)
+}
+
+/// Checks `pattern` without compiling it: the longest match in code points.
+pub(crate) fn check(pattern: &str) -> Result<Option<usize>, PatternError> {
+    parse(pattern).map(|h| max_chars(&h))
+}
+
 impl Pattern {
     /// Parses and compiles `pattern` (Rust `regex` syntax, Unicode on).
     pub(crate) fn new(pattern: &str) -> Result<Pattern, PatternError> {
-        let hir = regex_syntax::ParserBuilder::new()
-            .utf8(true)
-            .unicode(true)
-            .build()
-            .parse(pattern)
-            .map_err(|e| PatternError::Invalid(e.to_string()))?;
-        if hir.properties().minimum_len() == Some(0) {
-            return Err(PatternError::Empty);
-        }
+        let hir = parse(pattern)?;
         let max_len = max_chars(&hir);
         let nfa = thompson::Compiler::new()
             .configure(
