@@ -24,8 +24,8 @@ fn hash_of(tag: u64, bytes: &[u8], include: Option<bool>) -> isize {
     for &b in bytes.iter().chain(&[include.map_or(2, u8::from)]) {
         h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
     }
-    // -1 is reserved by CPython for errors; the top bit is dropped so it cannot occur.
-    (h >> 1) as isize
+    // -1 is reserved by CPython for errors; dropping the top bits keeps the value positive.
+    isize::try_from(h >> 33).unwrap_or(0)
 }
 
 /// A literal stop with its own include flag.
