@@ -76,6 +76,9 @@ pub struct Matcher {
     /// (stop index, pattern).
     regexes: Vec<(usize, Pattern)>,
     regions: Regions,
+    /// Bytes that can begin a literal stop, an opening marker or a regex match: while nothing
+    /// is in progress, the scan skips every other byte.
+    leads: [bool; 256],
 }
 
 impl Matcher {
@@ -131,6 +134,17 @@ impl Matcher {
         } else {
             Hold::Separate(Automaton::new(off_lits))
         };
+        let mut leads = [false; 256];
+        for l in
+            lits.iter().map(|l| l[0]).chain(skip.iter().filter_map(|(o, _)| o.first().copied()))
+        {
+            leads[l as usize] = true;
+        }
+        for (_, p) in &regexes {
+            for b in 0..=255u8 {
+                leads[b as usize] |= p.can_start(b);
+            }
+        }
         Ok(Matcher {
             kinds,
             include,
@@ -139,6 +153,7 @@ impl Matcher {
             hold,
             regexes,
             regions: Regions::new(skip_until, skip)?,
+            leads,
         })
     }
 
@@ -507,6 +522,23 @@ impl MatchStream {
                     }
                 }
                 Zone::Outside => {
+                    if self.cand.is_none()
+                        && self.ac == Automaton::START
+                        && self.hold_ac == Automaton::START
+                        && self.open_ac == Automaton::START
+                        && self.threads.iter().all(|t| t.len() == 0)
+                    {
+                        // Nothing in progress: jump to the next byte that can begin something
+                        // (never a continuation byte, so it starts a character).
+                        let rest = &input[j..];
+                        let k =
+                            rest.iter().position(|&b| m.leads[b as usize]).unwrap_or(rest.len());
+                        if k > 0 {
+                            self.set_prev(last_char(&rest[..k]));
+                            j += k;
+                            continue;
+                        }
+                    }
                     let n = char_len(input[j]).min(input.len() - j);
                     let ch = &input[j..j + n];
                     let pos = pos0 + j;

@@ -69,6 +69,8 @@ pub(crate) enum PatternError {
 pub(crate) struct Pattern {
     max_len: Option<usize>,
     engine: Engine,
+    /// [`Pattern::first_bytes`], computed once.
+    first: [bool; 256],
 }
 
 #[derive(Debug)]
@@ -127,7 +129,9 @@ impl Pattern {
                 None => Engine::Nfa(Nfa::new(nfa)),
             }
         };
-        Ok(Pattern { max_len, engine })
+        let mut pattern = Pattern { max_len, engine, first: [true; 256] };
+        pattern.first = pattern.first_bytes();
+        Ok(pattern)
     }
 
     /// The longest match in code points, `None` if matches are unbounded.
@@ -146,6 +150,41 @@ impl Pattern {
             Engine::Dfa(d) => d.trans.len() * 4 + d.info.len(),
             Engine::Nfa(n) => n.nfa.memory_usage(),
         }
+    }
+
+    /// Whether a match can begin with byte `b`, whatever precedes it.
+    #[inline]
+    pub(crate) fn can_start(&self, b: u8) -> bool {
+        self.first[b as usize]
+    }
+
+    /// Bytes a match can begin with (whatever precedes it): elsewhere no thread is started.
+    fn first_bytes(&self) -> [bool; 256] {
+        let mut first = [false; 256];
+        match &self.engine {
+            Engine::Dfa(d) => {
+                for &q in &d.starts {
+                    if q != DEAD {
+                        for b in 0..=255u8 {
+                            first[b as usize] |= d.next(q, b) & !MATCH != DEAD;
+                        }
+                    }
+                }
+            }
+            Engine::Nfa(n) => {
+                let mut t = match self.threads() {
+                    Threads::Nfa(t) => t,
+                    Threads::Dfa(_) => return [true; 256],
+                };
+                n.closure(&mut t, &[n.nfa.start_anchored()], Ctx::AnyLook);
+                let mut out = Vec::new();
+                for b in 0..=255u8 {
+                    n.step(&t, b, &mut out);
+                    first[b as usize] = !out.is_empty();
+                }
+            }
+        }
+        first
     }
 
     /// Fresh per-stream threads for this pattern.
@@ -175,7 +214,9 @@ impl Pattern {
     ) -> Option<usize> {
         match (&self.engine, th) {
             (Engine::Dfa(d), Threads::Dfa(live)) => d.on_char(live, pos, prev, ch),
-            (Engine::Nfa(n), Threads::Nfa(t)) => n.on_char(t, pos, prev, ch),
+            (Engine::Nfa(n), Threads::Nfa(t)) => {
+                n.on_char(t, pos, prev, ch, self.first[ch[0] as usize])
+            }
             _ => None,
         }
     }
@@ -417,7 +458,7 @@ impl Dfa {
     ) -> Option<usize> {
         let mut matched = None;
         let start = self.starts[prev.last().map_or(256, |&b| b as usize)];
-        if start != DEAD {
+        if start != DEAD && self.next(start, ch[0]) & !MATCH != DEAD {
             live.push((pos, start));
         }
         let mut keep = 0;
@@ -465,6 +506,17 @@ pub(crate) struct NfaThreads {
     scratch: Vec<StateID>,
 }
 
+/// Where an epsilon closure is taken.
+#[derive(Clone, Copy)]
+enum Ctx<'a> {
+    /// At a character boundary: the previous and the next character, and the offset between.
+    At(&'a [u8], usize),
+    /// Inside a character, where no assertion holds.
+    InsideChar,
+    /// Every assertion taken as holding (an over-approximation, for the first-byte table).
+    AnyLook,
+}
+
 /// Next characters that cover every way an assertion can look ahead: the end, an ASCII word
 /// character, a non-ASCII word character (a word for Unicode `\b`, not for ASCII `\b`), a
 /// non-word character, and the two line terminators.
@@ -480,7 +532,7 @@ impl Nfa {
     /// then the next one) at offset `at`; `None` for a position inside a character, where no
     /// assertion can hold. Returns whether a match state is in the closure; the byte-consuming
     /// states go to `t.scratch`.
-    fn closure(&self, t: &mut NfaThreads, set: &[StateID], ctx: Option<(&[u8], usize)>) -> bool {
+    fn closure(&self, t: &mut NfaThreads, set: &[StateID], ctx: Ctx<'_>) -> bool {
         t.generation = t.generation.wrapping_add(1);
         if t.generation == 0 {
             t.seen.iter_mut().for_each(|g| *g = 0);
@@ -500,10 +552,13 @@ impl Nfa {
             match self.nfa.state(id) {
                 State::ByteRange { .. } | State::Sparse(_) | State::Dense(_) => t.scratch.push(id),
                 State::Look { look, next } => {
-                    if let Some((hay, at)) = ctx {
-                        if self.looks.matches(*look, hay, at) {
-                            t.stack.push(*next);
-                        }
+                    let holds = match ctx {
+                        Ctx::At(hay, at) => self.looks.matches(*look, hay, at),
+                        Ctx::InsideChar => false,
+                        Ctx::AnyLook => true,
+                    };
+                    if holds {
+                        t.stack.push(*next);
                     }
                 }
                 State::Union { alternates } => t.stack.extend(alternates.iter().rev()),
@@ -537,19 +592,31 @@ impl Nfa {
         out.dedup();
     }
 
-    fn on_char(&self, t: &mut NfaThreads, pos: usize, prev: &[u8], ch: &[u8]) -> Option<usize> {
+    fn on_char(
+        &self,
+        t: &mut NfaThreads,
+        pos: usize,
+        prev: &[u8],
+        ch: &[u8],
+        start: bool,
+    ) -> Option<usize> {
+        if t.live.is_empty() && !start {
+            return None;
+        }
         let mut ctx = [0u8; 8];
         ctx[..prev.len()].copy_from_slice(prev);
         ctx[prev.len()..prev.len() + ch.len()].copy_from_slice(ch);
         let hay = &ctx[..prev.len() + ch.len()];
-        t.live.push((pos, vec![self.nfa.start_anchored()]));
+        if start {
+            t.live.push((pos, vec![self.nfa.start_anchored()]));
+        }
         let mut matched = None;
         let mut live = std::mem::take(&mut t.live);
         let mut keep = 0;
         let mut set = Vec::new();
         for i in 0..live.len() {
             let (s, ref states) = live[i];
-            if self.closure(t, states, Some((hay, prev.len()))) && matched.is_none() {
+            if self.closure(t, states, Ctx::At(hay, prev.len())) && matched.is_none() {
                 matched = Some(s);
             }
             self.step(t, ch[0], &mut set);
@@ -558,7 +625,7 @@ impl Nfa {
                     break;
                 }
                 let cur = std::mem::take(&mut set);
-                self.closure(t, &cur, None);
+                self.closure(t, &cur, Ctx::InsideChar);
                 self.step(t, b, &mut set);
             }
             if !set.is_empty() && !live[..keep].iter().any(|x| x.1 == set) {
@@ -575,7 +642,7 @@ impl Nfa {
         let live = std::mem::take(&mut t.live);
         let found = live
             .iter()
-            .find(|(_, states)| self.closure(t, states, Some((prev, prev.len()))))
+            .find(|(_, states)| self.closure(t, states, Ctx::At(prev, prev.len())))
             .map(|x| x.0);
         t.live = live;
         found
@@ -593,7 +660,7 @@ impl Nfa {
                 ctx[..prev.len()].copy_from_slice(prev);
                 ctx[prev.len()..prev.len() + next.len()].copy_from_slice(next);
                 let m =
-                    self.closure(t, states, Some((&ctx[..prev.len() + next.len()], prev.len())));
+                    self.closure(t, states, Ctx::At(&ctx[..prev.len() + next.len()], prev.len()));
                 all &= m;
                 any |= m;
             }
