@@ -58,6 +58,7 @@ class Upstream:
         self.block_at = block_at
         self.close_error = close_error
         self.closes = 0  # close() on this object
+        self.log: list[str] = []  # "close" per close(), readable after the object is gone
         self.iterator_closes = 0  # the generator closed (GeneratorExit)
         self.pulled = 0
         self.blocked = threading.Event()
@@ -87,6 +88,7 @@ class Upstream:
 
     def close(self) -> None:
         self.closes += 1
+        self.log.append("close")
         self.dropped = True
         self.unblock.set()
         if self.close_error is not None:

@@ -42,7 +42,11 @@ def messages_event(event: dict[str, Any]) -> bytes:
 
 
 def delta(text: str) -> dict[str, Any]:
-    return {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}
+    return {
+        "type": "content_block_delta",
+        "index": 0,
+        "delta": {"type": "text_delta", "text": text},
+    }
 
 
 MESSAGE_START = {
@@ -58,7 +62,11 @@ MESSAGE_START = {
         "usage": {"input_tokens": 3, "output_tokens": 1},
     },
 }
-BLOCK_START = {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
+BLOCK_START = {
+    "type": "content_block_start",
+    "index": 0,
+    "content_block": {"type": "text", "text": ""},
+}
 
 CHAT_FULL = chat_event("Hello </an") + chat_event(" more", "stop") + b"data: [DONE]\n\n"
 CHAT_BODIES = {
@@ -75,32 +83,45 @@ MESSAGES_BODIES = {
         + messages_event(delta(" more"))[:25]
     ),
     "no terminal event": (
-        messages_event(MESSAGE_START) + messages_event(BLOCK_START) + messages_event(delta("Hello </an"))
+        messages_event(MESSAGE_START)
+        + messages_event(BLOCK_START)
+        + messages_event(delta("Hello </an"))
     ),
 }
 
 
-def transport(body: bytes) -> httpx.MockTransport:
-    def handler(request: httpx.Request) -> httpx.Response:
+def transport(http: Any, body: bytes) -> Any:
+    """An in-memory transport of the HTTP package ``http`` serving ``body`` in 7-byte pieces."""
+
+    def handler(request: Any) -> Any:
         def chunks() -> Iterator[bytes]:
             for i in range(0, len(body), 7):  # split anywhere
                 yield body[i : i + 7]
 
-        return httpx.Response(
-            200, headers={"content-type": "text/event-stream"}, content=chunks()
-        )
+        return http.Response(200, headers={"content-type": "text/event-stream"}, content=chunks())
 
-    return httpx.MockTransport(handler)
+    return http.MockTransport(handler)
+
+
+def http_package(sdk: Any) -> Any:
+    """The HTTP package an SDK is built on: ``httpx``, or ``httpx2`` in recent releases."""
+    if any(base.__module__.startswith("httpx2") for base in sdk.DefaultHttpxClient.__mro__):
+        import httpx2
+
+        return httpx2
+    return httpx
 
 
 def openai_client(body: bytes) -> openai.OpenAI:
-    http = httpx.Client(transport=transport(body))
-    return openai.OpenAI(api_key="k", base_url="http://upstream.test/v1", http_client=http)
+    http = http_package(openai)
+    client = http.Client(transport=transport(http, body))
+    return openai.OpenAI(api_key="k", base_url="http://upstream.test/v1", http_client=client)
 
 
 def anthropic_client(body: bytes) -> anthropic.Anthropic:
-    http = httpx.Client(transport=transport(body))
-    return anthropic.Anthropic(api_key="k", base_url="http://upstream.test", http_client=http)
+    http = http_package(anthropic)
+    client = http.Client(transport=transport(http, body))
+    return anthropic.Anthropic(api_key="k", base_url="http://upstream.test", http_client=client)
 
 
 def chat_stream(client: openai.OpenAI) -> Any:
@@ -163,4 +184,8 @@ def test_anthropic_sse_adapter_dropped_then_parsed_by_the_sdk(case: str) -> None
     assert not stream.complete
     assert stream.pending == "</an"
     events = list(messages_stream(anthropic_client(forwarded)))
-    assert [e.type for e in events] == ["message_start", "content_block_start", "content_block_delta"]
+    assert [e.type for e in events] == [
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+    ]

@@ -45,7 +45,7 @@ def check(chunks: list[Any], upstream_chunks: list[Any]) -> None:
     assert chunks[-1].choices[0].stop_reason == "</answer>"
     # Unchanged chunks are the very objects received.
     assert any(c is u for c in chunks for u in upstream_chunks)
-    built = litellm.stream_chunk_builder(chunks, messages=MESSAGES)
+    built: Any = litellm.stream_chunk_builder(chunks, messages=MESSAGES)
     assert built.choices[0].message.content == "Hello there "
     assert built.choices[0].finish_reason == "stop"
 

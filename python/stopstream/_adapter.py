@@ -129,8 +129,11 @@ def _converted(owner: type[Any], name: str, current: object, new: object, old: o
                 continue
             if isinstance(value, dict) and "index" in value:
                 source = next(
-                    (j for j, o in enumerate(olds) if isinstance(o, dict)
-                     and o.get("index") == value["index"]),
+                    (
+                        j
+                        for j, o in enumerate(olds)
+                        if isinstance(o, dict) and o.get("index") == value["index"]
+                    ),
                     None,
                 )
             if source is None and position < len(current):

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from stopstream._core import ByteStopFilter, StopFilter
 from stopstream._lifecycle import AsyncPull
+from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:
     from stopstream._core import _StopReason as StopReason
@@ -28,12 +29,12 @@ class _FilterStage:
 
     __slots__ = ("errors", "filter", "include_stop", "position", "push", "stops")
 
-    def __init__(self, stops: Stops, include_stop: bool, errors: str) -> None:
+    def __init__(self, stops: Stops, include_stop: bool | None, errors: str) -> None:
         if errors not in ("strict", "replace"):
             raise ValueError(f"errors must be 'strict' or 'replace', not {errors!r}")
         # Validate and compile the stops now, so a bad list fails at the call site.
-        self.stops = StopFilter(stops, include_stop).stops
-        self.include_stop = include_stop
+        self.stops = stop_set(stops, include_stop)
+        self.include_stop = self.stops.include_stop
         self.errors = errors
         self.filter: StopFilter | ByteStopFilter | None = None
         self.position = 0
@@ -47,8 +48,8 @@ class _FilterStage:
 
     def _make(self, first: object) -> StopFilter | ByteStopFilter:
         if isinstance(first, str):
-            return StopFilter(self.stops, self.include_stop)
-        return ByteStopFilter(self.stops, self.include_stop, self.errors)
+            return StopFilter(self.stops)
+        return ByteStopFilter(self.stops, errors=self.errors)
 
     def _first(self, item: object) -> str | bytes:
         if not isinstance(item, (str, bytes, bytearray, memoryview)):
@@ -77,7 +78,7 @@ class _FilterStage:
     def end(self) -> list[Any]:
         f = self.filter
         if f is None:
-            f = self.filter = StopFilter(self.stops, self.include_stop)
+            f = self.filter = StopFilter(self.stops)
         tail = f.finish()
         return [tail] if tail else []
 
@@ -91,7 +92,7 @@ class AsyncStopStream(AsyncPull[_Chunk]):
         self,
         chunks: AsyncIterable[Any],
         stops: Stops,
-        include_stop: bool = False,
+        include_stop: bool | None = None,
         errors: str = "strict",
     ) -> None:
         if not isinstance(chunks, AsyncIterable):
@@ -102,7 +103,7 @@ class AsyncStopStream(AsyncPull[_Chunk]):
 
     @property
     def stops(self) -> tuple[str, ...]:
-        return self._filter_stage.stops
+        return self._filter_stage.stops.stops
 
     @property
     def include_stop(self) -> bool:
@@ -136,19 +137,22 @@ class AsyncStopStream(AsyncPull[_Chunk]):
 
 @overload
 def awrap(
-    chunks: AsyncIterable[str], stops: Stops, include_stop: bool = False, errors: str = "strict"
+    chunks: AsyncIterable[str],
+    stops: Stops,
+    include_stop: bool | None = None,
+    errors: str = "strict",
 ) -> AsyncStopStream[str]: ...
 @overload
 def awrap(
     chunks: AsyncIterable[BytesLike],
     stops: Stops,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     errors: str = "strict",
 ) -> AsyncStopStream[bytes]: ...
 def awrap(
     chunks: AsyncIterable[str] | AsyncIterable[BytesLike],
     stops: Stops,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     errors: str = "strict",
 ) -> AsyncStopStream[str] | AsyncStopStream[bytes]:
     """Wrap an async iterable of ``str`` or bytes-like chunks; see ``wrap`` for the rules.

@@ -49,6 +49,7 @@ from stopstream._adapter import (
     rebuild_model,
 )
 from stopstream._core import StopFilter
+from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:
     from stopstream._core import _Stops as Stops
@@ -72,9 +73,11 @@ _MESSAGE_STOP: JSON = {"type": "message_stop"}
 class MessagesMachine:
     """The Messages adapter over decoded events (dicts); see the module docstring."""
 
-    def __init__(self, stops: Stops, include_stop: bool = False, on_stop: OnStop = "close") -> None:
-        self._stops = StopFilter(stops, include_stop).stops  # validates the stops once
-        self._include_stop = include_stop
+    def __init__(
+        self, stops: Stops, include_stop: bool | None = None, on_stop: OnStop = "close"
+    ) -> None:
+        self._set = stop_set(stops, include_stop)  # validates and compiles the stops once
+        self._stops = self._set.stops
         self._on_stop = check_on_stop(on_stop)
         self._kinds: dict[Any, Any] = {}  # block index -> content block type
         self._filters: dict[Any, StopFilter] = {}  # open text blocks
@@ -162,7 +165,7 @@ class MessagesMachine:
     def _filter(self, index: Any) -> StopFilter:
         f = self._filters.get(index)
         if f is None:
-            f = self._filters[index] = StopFilter(self._stops, self._include_stop)
+            f = self._filters[index] = StopFilter(self._set)
         return f
 
     def _block_start(self, event: JSON) -> list[Emit]:
@@ -350,7 +353,7 @@ def wrap_messages(
     stream: Iterable[_T],
     stops: Stops,
     *,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     on_stop: OnStop = "close",
 ) -> MessagesStopStream[_T]:
     """Apply ``stops`` to a stream of Messages raw stream events (SDK objects or dicts).
@@ -366,7 +369,7 @@ def awrap_messages(
     stream: AsyncIterable[_T],
     stops: Stops,
     *,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     on_stop: OnStop = "close",
 ) -> AsyncMessagesStopStream[_T]:
     """Async twin of ``wrap_messages`` (an ``AsyncStream`` from ``AsyncAnthropic``, say)."""

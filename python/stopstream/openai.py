@@ -54,6 +54,7 @@ from stopstream._adapter import (
     check_on_stop,
 )
 from stopstream._core import StopFilter
+from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:
     from stopstream._core import _Stops as Stops
@@ -73,12 +74,12 @@ class ChatMachine:
     def __init__(
         self,
         stops: Stops,
-        include_stop: bool = False,
+        include_stop: bool | None = None,
         on_stop: OnStop = "close",
         n: int | None = None,
     ) -> None:
-        self._stops = StopFilter(stops, include_stop).stops  # validates the stops once
-        self._include_stop = include_stop
+        self._set = stop_set(stops, include_stop)  # validates and compiles the stops once
+        self._stops = self._set.stops
         self._on_stop = check_on_stop(on_stop)
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
             raise ValueError(f"n must be a positive int or None, not {n!r}")
@@ -167,7 +168,7 @@ class ChatMachine:
         status = self._status.get(index)
         if status is None:
             status = self._status[index] = _OPEN
-            self._filters[index] = StopFilter(self._stops, self._include_stop)
+            self._filters[index] = StopFilter(self._set)
             self.stop_sequences[index] = None
             self.stop_indices[index] = None
             self.finish_reasons[index] = None
@@ -314,7 +315,7 @@ def wrap_chat(
     stream: Iterable[_T],
     stops: Stops,
     *,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     on_stop: OnStop = "close",
     n: int | None = None,
 ) -> ChatStopStream[_T]:
@@ -332,7 +333,7 @@ def awrap_chat(
     stream: AsyncIterable[_T],
     stops: Stops,
     *,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     on_stop: OnStop = "close",
     n: int | None = None,
 ) -> AsyncChatStopStream[_T]:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from stopstream._core import StopFilter
+from stopstream._core import StopSet
 
 if TYPE_CHECKING:
     from stopstream._core import _Stops as Stops
@@ -54,9 +54,9 @@ class StopSplit(NamedTuple):
 def split_stops(stops: Stops, limit: int | str | None) -> StopSplit:
     """Split ``stops`` into what the upstream accepts and the rest.
 
-    ``stops``: ``None``, one ``str``, or an iterable of ``str``, validated like everywhere in
-    stopstream. ``limit``: how many stops the upstream accepts: an ``int`` (``0`` for a model
-    that rejects ``stop``), a provider name from ``STOP_LIMITS`` (``"openai"``: 4,
+    ``stops``: ``None``, one ``str``, an iterable of ``str`` or a ``StopSet``, validated like
+    everywhere in stopstream. ``limit``: how many stops the upstream accepts: an ``int`` (``0``
+    for a model that rejects ``stop``), a provider name from ``STOP_LIMITS`` (``"openai"``: 4,
     ``"gemini"``: 5, ``"none"``: 0), or ``None`` for no limit.
 
     ``upstream`` holds the first ``limit`` distinct stops in the order given (duplicates are
@@ -81,7 +81,7 @@ def split_stops(stops: Stops, limit: int | str | None) -> StopSplit:
         raise ValueError(f"limit must be >= 0, not {limit}")
     else:
         count = limit
-    distinct = list(dict.fromkeys(StopFilter(stops).stops))
+    distinct = list(dict.fromkeys(StopSet(stops).stops))
     if count is None:
         return StopSplit(distinct, [])
     return StopSplit(distinct[:count], distinct[count:])

@@ -214,7 +214,9 @@ class SSEDriver:
 
     def end(self) -> list[bytes]:
         out = bytearray()
-        self._parser.finish()  # an unfinished last block is discarded
+        # The blocks the end of the body completes (a final "\r"); an unfinished one is dropped.
+        for event in self._parser.finish():
+            self._event(event, out)
         if not self._ended:
             self._ended = True
             self._write(self._machine.end(), None, None, out)
@@ -313,7 +315,7 @@ def wrap_openai(
     body: Iterable[BytesLike],
     stops: Stops,
     *,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     on_stop: OnStop = "close",
     n: int | None = None,
 ) -> OpenAISSEStream:
@@ -328,7 +330,7 @@ def awrap_openai(
     body: AsyncIterable[BytesLike],
     stops: Stops,
     *,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     on_stop: OnStop = "close",
     n: int | None = None,
 ) -> AsyncOpenAISSEStream:
@@ -340,7 +342,7 @@ def wrap_anthropic(
     body: Iterable[BytesLike],
     stops: Stops,
     *,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     on_stop: OnStop = "close",
 ) -> AnthropicSSEStream:
     """Apply ``stops`` to a Messages SSE body (an iterable of bytes); yields bytes.
@@ -354,7 +356,7 @@ def awrap_anthropic(
     body: AsyncIterable[BytesLike],
     stops: Stops,
     *,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     on_stop: OnStop = "close",
 ) -> AsyncAnthropicSSEStream:
     """Async twin of ``wrap_anthropic``."""

@@ -7,7 +7,7 @@ use pyo3::types::{PyBytes, PyString, PyTuple};
 use super::convert::{bytes_output, chunk_bytes, feed_str, make_str};
 use super::errors::{map_error, parse_errors, type_name};
 use super::lock;
-use super::stopset::{parse_stops, stop_index, stop_reason, stop_sequence, Stops};
+use super::stopset::{resolve, stop_index, stop_reason, stop_sequence, IncludeStop, Stops};
 use crate::lock::TryLock;
 use crate::{ByteStream, Status, StopSet, TextStream};
 
@@ -21,12 +21,15 @@ pub(super) struct StopFilter {
 #[pymethods]
 impl StopFilter {
     #[new]
-    #[pyo3(signature = (stops, include_stop = false))]
-    fn new(py: Python<'_>, stops: Option<&Bound<'_, PyAny>>, include_stop: bool) -> PyResult<Self> {
-        Ok(StopFilter {
-            stops: parse_stops(py, stops)?,
-            state: TryLock::new(TextStream::new(include_stop)),
-        })
+    #[pyo3(signature = (stops, include_stop = IncludeStop::default()))]
+    #[pyo3(text_signature = "(stops, include_stop=False)")]
+    fn new(
+        py: Python<'_>,
+        stops: Option<&Bound<'_, PyAny>>,
+        include_stop: IncludeStop,
+    ) -> PyResult<Self> {
+        let (stops, include_stop) = resolve(py, stops, include_stop)?;
+        Ok(StopFilter { stops, state: TryLock::new(TextStream::new(include_stop)) })
     }
 
     fn feed<'py>(
@@ -121,18 +124,17 @@ pub(super) struct ByteStopFilter {
 #[pymethods]
 impl ByteStopFilter {
     #[new]
-    #[pyo3(signature = (stops, include_stop = false, errors = "strict"))]
+    #[pyo3(signature = (stops, include_stop = IncludeStop::default(), errors = "strict"))]
+    #[pyo3(text_signature = "(stops, include_stop=False, errors='strict')")]
     fn new(
         py: Python<'_>,
         stops: Option<&Bound<'_, PyAny>>,
-        include_stop: bool,
+        include_stop: IncludeStop,
         errors: &str,
     ) -> PyResult<Self> {
         let replace = parse_errors(errors)?;
-        Ok(ByteStopFilter {
-            stops: parse_stops(py, stops)?,
-            state: TryLock::new(ByteStream::new(include_stop, replace)),
-        })
+        let (stops, include_stop) = resolve(py, stops, include_stop)?;
+        Ok(ByteStopFilter { stops, state: TryLock::new(ByteStream::new(include_stop, replace)) })
     }
 
     fn feed<'py>(

@@ -69,6 +69,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<items::Stop>()?;
     m.add_class::<items::Regex>()?;
     m.add_class::<stream::StopStream>()?;
+    m.add_class::<stopset::Compiled>()?;
     m.add_function(wrap_pyfunction!(truncate::truncate, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyList, PyMemoryView, PyString, PyTuple};
 
@@ -14,14 +14,119 @@ use super::try_lock;
 use crate::lock::TryLock;
 use crate::{Status, StopSet};
 
-/// A stop list as given (kept for `stops`, `stop_sequence`) and compiled.
+/// A stop list as given (kept for `stops`, `stop_sequence`) and compiled: `stopstream.StopSet`.
 ///
 /// A Python object, so that filters share it by reference count (a plain increment under the
 /// GIL) rather than by `Arc` (an atomic one), and so that the tuple is built once per list.
-#[pyclass(frozen, module = "stopstream._core")]
+/// Filters built from a raw list share the cached object whatever their own `include_stop`
+/// (it lives in their state); a `StopSet` given by the caller lends them its options.
+#[pyclass(frozen, module = "stopstream._core", name = "StopSet")]
 pub(super) struct Compiled {
     pub(super) tuple: Py<PyTuple>,
     pub(super) set: Arc<StopSet>,
+    pub(super) include_stop: bool,
+}
+
+fn py_bool(v: bool) -> &'static str {
+    if v {
+        "True"
+    } else {
+        "False"
+    }
+}
+
+/// An `include_stop` argument: a `bool` (strictly, as every option is), or not given.
+///
+/// Not `Option<bool>`: `None` is no `bool`, and must stay a `TypeError`.
+#[derive(Clone, Copy, Default)]
+pub(super) struct IncludeStop(Option<bool>);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for IncludeStop {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        Ok(IncludeStop(Some(obj.extract::<bool>()?)))
+    }
+}
+
+/// The compiled list and the `include_stop` a filter runs with: a `StopSet`'s own options (an
+/// option passed again must equal the set's, else `ValueError`), or the list compiled (through
+/// the recent-list cache) with the option given, `False` by default.
+pub(super) fn resolve(
+    py: Python<'_>,
+    stops: Option<&Bound<'_, PyAny>>,
+    include_stop: IncludeStop,
+) -> PyResult<(Stops, bool)> {
+    let IncludeStop(include_stop) = include_stop;
+    if let Some(given) = stops.and_then(|o| o.cast_exact::<Compiled>().ok()) {
+        let own = given.get().include_stop;
+        if let Some(v) = include_stop.filter(|&v| v != own) {
+            return Err(PyValueError::new_err(format!(
+                "include_stop={} differs from the StopSet's include_stop={}",
+                py_bool(v),
+                py_bool(own)
+            )));
+        }
+        return Ok((Stops(given.clone().unbind()), own));
+    }
+    Ok((parse_stops(py, stops)?, include_stop.unwrap_or(false)))
+}
+
+/// What `StopSet.__reduce__` returns: the class and its constructor's arguments.
+type Reduced<'py> = (Bound<'py, pyo3::types::PyType>, (Py<PyTuple>, bool));
+
+#[pymethods]
+impl Compiled {
+    #[new]
+    #[pyo3(signature = (stops, include_stop = IncludeStop::default()))]
+    #[pyo3(text_signature = "(stops, include_stop=False)")]
+    fn new(
+        py: Python<'_>,
+        stops: Option<&Bound<'_, PyAny>>,
+        include_stop: IncludeStop,
+    ) -> PyResult<Self> {
+        let (stops, include_stop) = resolve(py, stops, include_stop)?;
+        Ok(Compiled { tuple: stops.tuple.clone_ref(py), set: Arc::clone(&stops.set), include_stop })
+    }
+
+    #[getter]
+    fn stops(&self, py: Python<'_>) -> Py<PyTuple> {
+        self.tuple.clone_ref(py)
+    }
+
+    #[getter]
+    fn include_stop(&self) -> bool {
+        self.include_stop
+    }
+
+    fn __len__(&self) -> usize {
+        self.set.stops().len()
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let stops = self.tuple.bind(py).repr()?;
+        Ok(format!("StopSet({stops}, include_stop={})", py_bool(self.include_stop)))
+    }
+
+    fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let Ok(other) = other.cast_exact::<Compiled>() else {
+            return Ok(py.NotImplemented());
+        };
+        let other = other.get();
+        let eq = self.include_stop == other.include_stop
+            && self.tuple.bind(py).eq(other.tuple.bind(py))?;
+        Ok(pyo3::types::PyBool::new(py, eq).to_owned().into_any().unbind())
+    }
+
+    fn __hash__(&self, py: Python<'_>) -> PyResult<isize> {
+        (self.tuple.clone_ref(py), self.include_stop).into_pyobject(py)?.hash()
+    }
+
+    /// Pickled as its arguments: unpickling compiles the list again (through the cache).
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> Reduced<'py> {
+        let this = slf.get();
+        (slf.get_type(), (this.tuple.clone_ref(slf.py()), this.include_stop))
+    }
 }
 
 /// A filter's handle on its compiled stop list.
@@ -80,7 +185,8 @@ pub(super) fn recent_hit(py: Python<'_>, stops: Option<&Bound<'_, PyAny>>) -> Op
     // this tuple, so that passing it again is an identity check.
     if let Some(t) = stops.and_then(|o| o.cast_exact::<PyTuple>().ok()) {
         let set = Arc::clone(&hit.get().set);
-        if let Ok(c) = Py::new(py, Compiled { tuple: t.clone().unbind(), set }) {
+        if let Ok(c) = Py::new(py, Compiled { tuple: t.clone().unbind(), set, include_stop: false })
+        {
             hit = c;
         }
     }
@@ -164,7 +270,7 @@ pub(super) fn compile<B: AsRef<[u8]>>(
         Some(t) => t.clone().unbind(),
         None => PyTuple::new(py, exact)?.unbind(),
     };
-    let compiled = Py::new(py, Compiled { tuple, set })?;
+    let compiled = Py::new(py, Compiled { tuple, set, include_stop: false })?;
     remember(py, &compiled);
     Ok(Stops(compiled))
 }

@@ -1,17 +1,18 @@
 //! The native pull iterator `StopStream`: wraps an upstream iterable of `str` or bytes chunks.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyIterator, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyIterator, PyList, PyString, PyTuple};
 use pyo3::PyTraverseError;
 
 use super::convert::{bytes_output, chunk_bytes, feed_str, make_str};
 use super::errors::{map_error, parse_errors, type_name};
-use super::stopset::{parse_stops, stop_index, stop_reason, stop_sequence, Stops};
+use super::stopset::{resolve, stop_index, stop_reason, stop_sequence, IncludeStop, Stops};
 use super::try_lock;
 use crate::lock::TryLock;
 use crate::{ByteStream, Status, TextStream};
@@ -21,12 +22,15 @@ enum Mode {
     Unknown,
     Text(TextStream),
     Bytes(ByteStream),
+    /// A Python stage (`stopstream._lifecycle.Stage`: `push`, `closing`, `end`): the provider
+    /// adapters. Its output items are queued here.
+    Stage(Py<PyAny>),
 }
 
 impl Mode {
     fn status(&self) -> Status {
         match self {
-            Mode::Unknown => Status::Open,
+            Mode::Unknown | Mode::Stage(_) => Status::Open,
             Mode::Text(t) => t.status(),
             Mode::Bytes(b) => b.status(),
         }
@@ -37,77 +41,59 @@ struct StreamState {
     mode: Mode,
     /// The upstream iterator, until the stream ends or is cleared by the GC.
     upstream: Option<Py<PyIterator>>,
-    /// A `stopstream._finalize.UpstreamCloser` holding the iterator and, when it is not its own
-    /// iterator, the object given (an SDK stream whose `__iter__` returns a generator, closed
-    /// too so its connection is released). Dropping it closes them.
-    closer: Option<Py<PyAny>>,
+    /// Output owed to the consumer before anything else (a stage's items).
+    queue: VecDeque<Py<PyAny>>,
     /// Items pulled so far (to name a bad item's position).
     position: usize,
-    /// No more output: a stop fired, the upstream ended or raised, or the stream was closed.
+    /// No more pulls: a stop fired, the upstream ended or raised, or the stream was closed.
     done: bool,
-    /// An exception from closing the upstream after the last piece, raised on the next call.
+    /// The upstream was closed, or released after running out: no close is left to do.
+    settled: bool,
+    /// An exception from closing the upstream after a stop, raised after the last output.
     deferred: Option<PyErr>,
 }
 
 impl StreamState {
-    /// Ends the stream and closes the upstream (at most once over the stream's life).
-    fn close_upstream(&mut self, py: Python<'_>) -> PyResult<()> {
+    /// No more pulls; the caller settles the upstream.
+    fn end(&mut self) {
         self.done = true;
         self.upstream = None;
-        match self.closer.take() {
-            Some(closer) => closer.bind(py).call_method0(pyo3::intern!(py, "close")).map(drop),
-            None => Ok(()),
-        }
-    }
-
-    /// Ends the stream after the upstream ran out by itself: nothing to close.
-    fn release_upstream(&mut self, py: Python<'_>) -> PyResult<()> {
-        self.done = true;
-        self.upstream = None;
-        match self.closer.take() {
-            Some(closer) => closer.bind(py).call_method0(pyo3::intern!(py, "disarm")).map(drop),
-            None => Ok(()),
-        }
     }
 }
 
-static CLOSER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-
-pub(super) fn new_closer(
-    py: Python<'_>,
-    iter: &Bound<'_, PyIterator>,
-    source: Option<&Bound<'_, PyAny>>,
-) -> PyResult<Py<PyAny>> {
-    let class = CLOSER.get_or_try_init(py, || {
-        Ok::<_, PyErr>(py.import("stopstream._finalize")?.getattr("UpstreamCloser")?.unbind())
-    })?;
-    let closer = match source {
-        Some(src) => class.bind(py).call1((iter, src))?,
-        None => class.bind(py).call1((iter,))?,
-    };
-    Ok(closer.unbind())
-}
-
-/// Iterator wrapping an upstream iterable of `str` or bytes chunks.
+/// The sync driver of the stream lifecycle (contract §9), over the built-in text or bytes
+/// filter (`wrap`) or over a Python stage (the provider adapters' sync streams).
 ///
 /// `__next__` holds the state lock for its whole call, upstream pull included: one uncontended
 /// lock per chunk. A second `__next__` meanwhile (another thread, or re-entry from the upstream)
 /// finds the lock taken and raises `RuntimeError`, as a generator that is already executing
-/// does; a `close()` meanwhile is recorded and carried out by the running `__next__` as soon as
-/// its pull returns (cancellation from another thread). The attributes are read from a snapshot published after every
-/// `__next__`, so they never wait and can be read from anywhere, upstream code included.
+/// does. A `close()` meanwhile never waits for it: it records the request, closes at once what
+/// can be closed while the pull runs (the object given, when it is not the iterator itself: an
+/// SDK stream, whose `close()` drops the connection and so ends the pending read), and the
+/// running `__next__` closes the rest as soon as its pull returns, then ends the stream. The
+/// attributes are read from a snapshot published after every `__next__`, so they never wait and
+/// can be read from anywhere, upstream code included.
+///
+/// The async driver (`stopstream._lifecycle.AsyncPull`) follows the same rules; one test matrix
+/// checks both over every entry point.
 #[pyclass(frozen, module = "stopstream._core")]
 pub(super) struct StopStream {
     stops: Stops,
     include_stop: bool,
     replace: bool,
     state: TryLock<StreamState>,
+    /// A `stopstream._finalize.UpstreamCloser` over the iterator and the object given, made by
+    /// the factory the Python side passes in. Dropping it closes what is still open (reference
+    /// cycles included: it is a Python object with a finalizer, which a native class cannot
+    /// have). Outside the state lock, so that `close()` reaches it during a pull; taken only for
+    /// a reference count, never across a call.
+    closer: Mutex<Option<Py<PyAny>>>,
     /// What the attributes report, published after every `__next__`, so reading them never
     /// waits for (or re-enters) a pull in progress.
     snapshot: AtomicU64,
     /// The incomplete character held by a bytes stream: length in the low byte, then the bytes.
     tail: AtomicU32,
-    /// `close()` was called while a `__next__` was running; that call closes on its way out.
+    /// `close()` was called; a `__next__` running then ends the stream on its way out.
     close_requested: AtomicBool,
 }
 
@@ -144,10 +130,41 @@ impl Snapshot {
 }
 
 impl StopStream {
+    fn closer(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        let guard = self.closer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        guard.as_ref().map(|c| c.clone_ref(py))
+    }
+
+    fn call_closer(&self, py: Python<'_>, method: &Bound<'_, PyString>) -> PyResult<()> {
+        match self.closer(py) {
+            Some(closer) => closer.bind(py).call_method0(method).map(drop),
+            None => Ok(()),
+        }
+    }
+
+    /// Ends the stream and closes what is still open of the upstream (each object once).
+    fn close_upstream(&self, py: Python<'_>, st: &mut StreamState) -> PyResult<()> {
+        st.end();
+        if std::mem::replace(&mut st.settled, true) {
+            return Ok(());
+        }
+        self.call_closer(py, pyo3::intern!(py, "close"))
+    }
+
+    /// Closes the upstream where nobody is left to tell of a failure: the error goes to
+    /// `sys.unraisablehook`.
+    fn close_quietly(&self, py: Python<'_>, st: &mut StreamState) {
+        if let Err(err) = self.close_upstream(py, st) {
+            err.write_unraisable(py, None);
+        }
+    }
+
     /// Publishes the attributes after a change of state.
     fn publish(&self, st: &StreamState) {
         let (snap, tail) = match &st.mode {
-            Mode::Unknown => (Snapshot { sid: 0, mode: 0, status: Status::Open }, 0),
+            Mode::Unknown | Mode::Stage(_) => {
+                (Snapshot { sid: 0, mode: 0, status: Status::Open }, 0)
+            }
             Mode::Text(t) => {
                 (Snapshot { sid: t.state_id(), mode: Snapshot::MODE_TEXT, status: t.status() }, 0)
             }
@@ -181,6 +198,14 @@ impl StopStream {
         position: usize,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         let set = &*self.stops.set;
+        if let Mode::Stage(stage) = &st.mode {
+            let out = stage.bind(py).call_method1(pyo3::intern!(py, "push"), (item,))?;
+            if let Ok(list) = out.cast::<PyList>() {
+                st.queue.extend(list.iter().map(Bound::unbind));
+                return Ok(None);
+            }
+            return Ok(out.is_truthy()?.then_some(out));
+        }
         if let Mode::Text(t) = &mut st.mode {
             if let Ok(text) = item.cast::<PyString>() {
                 let out = feed_str(py, set, text, |bytes| {
@@ -247,6 +272,10 @@ impl StopStream {
                 b.finish(set, &mut out).map_err(|e| map_error(py, &e))?;
                 Ok((!out.is_empty()).then(|| PyBytes::new(py, &out).into_any()))
             }
+            Mode::Stage(stage) => {
+                stage_end(py, stage, &mut st.queue)?;
+                Ok(None)
+            }
         }
     }
 
@@ -256,43 +285,72 @@ impl StopStream {
         st: &mut StreamState,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         loop {
+            if let Some(out) = st.queue.pop_front() {
+                return Ok(Some(out.into_bound(py)));
+            }
             if st.done {
                 return st.deferred.take().map_or(Ok(None), Err);
             }
-            let Some(upstream) = st.upstream.as_ref() else { return Ok(None) };
+            let Some(upstream) = st.upstream.as_ref() else {
+                st.done = true;
+                continue;
+            };
             let item = match upstream.bind(py).clone().next() {
                 Some(Ok(item)) => item,
                 None => {
-                    st.release_upstream(py)?;
-                    return self.finish_mode(py, st);
+                    // Ran out by itself: nothing to close.
+                    st.end();
+                    st.settled = true;
+                    self.call_closer(py, pyo3::intern!(py, "disarm"))?;
+                    if let Some(out) = self.finish_mode(py, st)? {
+                        return Ok(Some(out));
+                    }
+                    continue;
                 }
                 Some(Err(err)) => {
-                    st.done = true;
+                    if self.close_requested.load(Ordering::Acquire) {
+                        // The close from elsewhere ended the read (a dropped connection).
+                        return Ok(None);
+                    }
+                    // Propagates unchanged; the stream ends and the upstream is closed.
+                    self.close_quietly(py, st);
                     return Err(err);
                 }
             };
+            if self.close_requested.load(Ordering::Acquire) {
+                return Ok(None); // closed during the pull: the item is not delivered
+            }
             let position = st.position;
             st.position += 1;
-            let out = match self.feed_item(py, st, &item, position) {
-                Ok(out) => out,
-                Err(err) => {
+            let fed = self.feed_item(py, st, &item, position);
+            let closing = fed.as_ref().map_or(Ok(false), |_| closing(py, st));
+            let out = match (fed, closing) {
+                (Ok(out), Ok(closing)) => {
+                    if !closing {
+                        if out.is_some() {
+                            return Ok(out);
+                        }
+                        continue;
+                    }
+                    out
+                }
+                (Err(err), _) | (_, Err(err)) => {
                     // The bad item is consumed and cannot be fed again; going on would splice
-                    // the text around it. End the stream (like an upstream error) and cancel
-                    // the upstream. A failure to close is kept as the error's context.
-                    if let Err(close_error) = st.close_upstream(py) {
+                    // the text around it. End the stream and cancel the upstream; a failure to
+                    // close is kept as the error's context.
+                    if let Err(close_error) = self.close_upstream(py, st) {
                         err.set_context(py, Some(close_error));
                     }
                     return Err(err);
                 }
             };
-            if matches!(st.mode.status(), Status::Stopped(_)) {
-                if let Err(err) = st.close_upstream(py) {
-                    if out.is_none() {
-                        return Err(err);
-                    }
-                    st.deferred = Some(err);
-                }
-                return Ok(out);
+            // A stop: close the upstream now, then deliver the last piece and what the stage
+            // still owes; a failing close is raised after them.
+            if let Err(err) = self.close_upstream(py, st) {
+                st.deferred = Some(err);
+            }
+            if let Mode::Stage(stage) = &st.mode {
+                stage_end(py, stage, &mut st.queue)?;
             }
             if out.is_some() {
                 return Ok(out);
@@ -301,36 +359,67 @@ impl StopStream {
     }
 }
 
+/// Whether the item just fed ended the input: a stop fired, or the stage is closing.
+fn closing(py: Python<'_>, st: &StreamState) -> PyResult<bool> {
+    match &st.mode {
+        Mode::Stage(stage) => stage.bind(py).getattr(pyo3::intern!(py, "closing"))?.is_truthy(),
+        mode => Ok(matches!(mode.status(), Status::Stopped(_))),
+    }
+}
+
+/// Queues what a stage still owes once its upstream is done.
+fn stage_end(py: Python<'_>, stage: &Py<PyAny>, queue: &mut VecDeque<Py<PyAny>>) -> PyResult<()> {
+    let owed = stage.bind(py).call_method0(pyo3::intern!(py, "end"))?;
+    for item in owed.try_iter()? {
+        queue.push_back(item?.unbind());
+    }
+    Ok(())
+}
+
 #[pymethods]
 impl StopStream {
     #[new]
-    #[pyo3(signature = (chunks, stops, include_stop = false, errors = "strict"))]
+    #[pyo3(signature = (chunks, stops = None, include_stop = IncludeStop::default(), errors = "strict", *, stage = None, closer = None))]
+    #[pyo3(
+        text_signature = "(chunks, stops=None, include_stop=False, errors='strict', *, stage=None, closer=None)"
+    )]
     fn new(
         py: Python<'_>,
         chunks: &Bound<'_, PyAny>,
         stops: Option<&Bound<'_, PyAny>>,
-        include_stop: bool,
+        include_stop: IncludeStop,
         errors: &str,
+        stage: Option<Bound<'_, PyAny>>,
+        closer: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let replace = parse_errors(errors)?;
-        let stops = parse_stops(py, stops)?;
+        let (stops, include_stop) = resolve(py, stops, include_stop)?;
         let upstream = PyIterator::from_object(chunks).map_err(|_| {
             PyTypeError::new_err(format!("chunks must be iterable, not {}", type_name(chunks)))
         })?;
-        let source = (!upstream.is(chunks)).then_some(chunks);
-        let closer = new_closer(py, &upstream, source)?;
+        let closer = match closer {
+            Some(factory) if upstream.is(chunks) => Some(factory.call1((&upstream,))?.unbind()),
+            Some(factory) => Some(factory.call1((&upstream, chunks))?.unbind()),
+            None => None,
+        };
+        let mode = match stage {
+            Some(stage) => Mode::Stage(stage.unbind()),
+            None => Mode::Unknown,
+        };
         Ok(StopStream {
             stops,
             include_stop,
             replace,
             state: TryLock::new(StreamState {
-                mode: Mode::Unknown,
+                mode,
                 upstream: Some(upstream.unbind()),
-                closer: Some(closer),
+                queue: VecDeque::new(),
                 position: 0,
                 done: false,
+                settled: false,
                 deferred: None,
             }),
+            closer: Mutex::new(closer),
             snapshot: AtomicU64::new(0),
             tail: AtomicU32::new(0),
             close_requested: AtomicBool::new(false),
@@ -348,9 +437,12 @@ impl StopStream {
             ));
         };
         let mut result = self.next_piece(py, &mut st);
-        if self.close_requested.load(Ordering::Acquire) {
-            // Closed from elsewhere during the pull: the consumer wants no more output.
-            let closed = st.close_upstream(py);
+        if self.close_requested.load(Ordering::Acquire) && !st.settled {
+            // Closed from elsewhere during the pull: the consumer wants no more output. The
+            // iterator is idle again, so it can be closed now.
+            st.queue.clear();
+            st.deferred = None;
+            let closed = self.close_upstream(py, &mut st);
             result = closed.and(result.map(|_| None));
         }
         self.publish(&st);
@@ -359,23 +451,28 @@ impl StopStream {
             // A `close()` that came after the check above found the lock taken and left its
             // request (possible only in a free-threaded build): carry it out now.
             if let Some(mut st) = try_lock(py, &self.state) {
-                if let Err(err) = st.close_upstream(py) {
-                    err.write_unraisable(py, None);
-                }
+                st.queue.clear();
+                self.close_quietly(py, &mut st);
             }
         }
         result
     }
 
-    /// Stops the stream and closes the upstream (once; later calls do nothing).
+    /// Ends the stream and closes the upstream (once; later calls do nothing).
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         self.close_requested.store(true, Ordering::Release);
-        match try_lock(py, &self.state) {
-            Some(mut st) => st.close_upstream(py),
-            // A `__next__` is running (another thread, or this call comes from the upstream):
-            // it sees the request and closes the upstream as soon as its pull returns.
-            None => Ok(()),
+        if let Some(mut st) = try_lock(py, &self.state) {
+            st.queue.clear();
+            st.deferred = None;
+            return self.close_upstream(py, &mut st);
         }
+        // A `__next__` is running (another thread, or this call comes from the upstream): close
+        // at once what can be closed while the iterator runs; the running call closes the rest
+        // as soon as its pull returns. Never raises, never waits.
+        if let Err(err) = self.call_closer(py, pyo3::intern!(py, "close_source")) {
+            err.write_unraisable(py, None);
+        }
+        Ok(())
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
@@ -386,7 +483,15 @@ impl StopStream {
         let guard = unsafe { self.state.try_acquire() };
         if let Some(st) = guard {
             visit.call(&st.upstream)?;
-            visit.call(&st.closer)?;
+            if let Mode::Stage(stage) = &st.mode {
+                visit.call(stage)?;
+            }
+            for item in &st.queue {
+                visit.call(item)?;
+            }
+        }
+        if let Ok(closer) = self.closer.try_lock() {
+            visit.call(closer.as_ref())?;
         }
         Ok(())
     }
@@ -396,10 +501,15 @@ impl StopStream {
         // before anything in it is cleared); dropping the references is all that is left.
         Python::attach(|py| {
             if let Some(mut st) = try_lock(py, &self.state) {
-                st.done = true;
-                st.upstream = None;
-                st.closer = None;
+                st.end();
+                st.settled = true;
+                st.queue.clear();
+                if matches!(st.mode, Mode::Stage(_)) {
+                    st.mode = Mode::Unknown;
+                }
             }
+            let closer = self.closer.lock().map(|mut c| c.take());
+            drop(closer);
         });
     }
 
