@@ -137,7 +137,12 @@ def validate_items(stops: object) -> tuple[StopItem, ...]:
                 compiled = re.compile(item.pattern)
             except re.error as error:
                 raise ValueError(f"regex stop at position {position} is invalid: {error}") from None
-            if compiled.fullmatch(""):
+            probes = ("", "a", "-", "a-", "-a", "\n", "a\na")
+            if any(
+                (m := compiled.match(p, i)) is not None and m.end() == i
+                for p in probes
+                for i in range(len(p) + 1)
+            ):
                 raise ValueError(
                     f"regex stop at position {position} is invalid: "
                     "the pattern matches the empty string"
