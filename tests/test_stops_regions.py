@@ -344,6 +344,11 @@ def both(stops: list[object], **options: object) -> list[object]:
             ("end", 0),
         ),
         ([stopstream.Regex("a+")], {}, ["xa", "aa"], ["x", "", ""], ("a", 0)),
+        # Earliest end beats leftmost start; at the same end the longest wins.
+        ([stopstream.Regex("a.*z"), "bc"], {}, ["abcz"], ["a", ""], ("bc", 1)),
+        ([stopstream.Regex("a.*z"), "bc"], {}, ["ab", "cz"], ["a", "", ""], ("bc", 1)),
+        (["bc", stopstream.Regex("[a-z]bc")], {}, ["abc d"], ["", ""], ("abc", 1)),
+        ([stopstream.Regex("b."), "bc"], {}, ["abc"], ["a", ""], ("bc", 0)),
         (
             ["ab", stopstream.Regex(r".ab\b")],
             {},
