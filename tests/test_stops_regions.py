@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -30,7 +31,7 @@ ALPHABET = ["a", "b", "\u00e9", "-", "\n"]
 TEXT_CHARS = [*ALPHABET, "<", ">", "ab", " "]
 
 # (Rust, Python, longest match in characters)
-ATOMS = [
+ATOMS: list[tuple[str, str, int]] = [
     ("a", "a", 1),
     ("b", "b", 1),
     ("\u00e9", "\u00e9", 1),
@@ -73,7 +74,9 @@ def branches(draw: st.DrawFn, *, unbounded: bool, assertions: bool) -> Pattern:
             r, p = draw(st.sampled_from(ASSERTIONS))
             rust, python = rust + r, python + p
         r, p, n = draw(st.sampled_from(ATOMS))
-        quantifiers = [("", 1), ("{1,2}", 2)] if k == 0 else [("", 1), ("?", 1), ("{1,2}", 2)]
+        quantifiers: list[tuple[str, int | None]] = (
+            [("", 1), ("{1,2}", 2)] if k == 0 else [("", 1), ("?", 1), ("{1,2}", 2)]
+        )
         if unbounded:
             quantifiers += [("+", None)] if k == 0 else [("*", None), ("{2,}", None)]
         q, times = draw(st.sampled_from(quantifiers))
@@ -93,15 +96,15 @@ def patterns(draw: st.DrawFn, *, unbounded: bool = False) -> Pattern:
         body = draw(branches(unbounded=unbounded, assertions=False))
         head = draw(st.sampled_from([("", ""), *UNICODE_BOUNDARIES]))
         tail = draw(st.sampled_from([("", ""), *UNICODE_BOUNDARIES]))
-        return Pattern(
-            head[0] + body.rust + tail[0], head[1] + body.python + tail[1], body.max_len
-        )
+        return Pattern(head[0] + body.rust + tail[0], head[1] + body.python + tail[1], body.max_len)
     first = draw(branches(unbounded=unbounded, assertions=True))
     if draw(st.integers(0, 3)) > 0:
         return first
     second = draw(branches(unbounded=unbounded, assertions=True))
-    longest = None if first.max_len is None or second.max_len is None else max(
-        first.max_len, second.max_len
+    longest = (
+        None
+        if first.max_len is None or second.max_len is None
+        else max(first.max_len, second.max_len)
     )
     return Pattern(f"{first.rust}|{second.rust}", f"{first.python}|{second.python}", longest)
 
@@ -159,7 +162,7 @@ class Case:
     def ref_stops(self) -> list[reference.StopItem]:
         return [i.ref() for i in self.items]
 
-    def options(self) -> dict[str, object]:
+    def options(self) -> dict[str, Any]:
         return {"skip": list(self.skip) or None, "skip_until": self.skip_until}
 
 
@@ -170,7 +173,9 @@ def cases(draw: st.DrawFn, *, unbounded: bool = False, regions: bool = True) -> 
     until = None
     if regions:
         skip = tuple(
-            draw(st.lists(st.tuples(st.sampled_from(MARKERS), st.sampled_from(MARKERS)), max_size=2))
+            draw(
+                st.lists(st.tuples(st.sampled_from(MARKERS), st.sampled_from(MARKERS)), max_size=2)
+            )
         )
         until = draw(st.one_of(st.none(), st.none(), st.sampled_from(MARKERS)))
     text = "".join(draw(st.lists(st.sampled_from(TEXT_CHARS), max_size=10)))
@@ -196,15 +201,13 @@ def battrs(f: stopstream.ByteStopFilter | reference.ReferenceByteStopFilter) -> 
     return (f.pending, f.stopped, f.stop_sequence, f.stop_index, f.stop_reason)
 
 
-SETTINGS = settings(
-    max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @SETTINGS
 @given(cases())
 def test_str_filter_matches_reference(case: Case) -> None:
-    real = stopstream.StopFilter(case.real_stops(), case.include_stop, **case.options())  # type: ignore[arg-type]
+    real = stopstream.StopFilter(case.real_stops(), case.include_stop, **case.options())
     ref = ref_filter(case)
     for chunk in case.chunks:
         assert real.feed(chunk) == ref.feed(chunk), (case, chunk)
@@ -217,7 +220,7 @@ def test_str_filter_matches_reference(case: Case) -> None:
 @given(cases(unbounded=True), st.data())
 def test_unbounded_patterns_final_output_and_no_leak(case: Case, data: st.DataObject) -> None:
     """Unbounded stops: the final result matches; nothing emitted is ever taken back."""
-    real = stopstream.StopFilter(case.real_stops(), case.include_stop, **case.options())  # type: ignore[arg-type]
+    real = stopstream.StopFilter(case.real_stops(), case.include_stop, **case.options())
     out = "".join(real.feed(c) for c in case.chunks)
     out += real.finish()
     ref = ref_filter(case)
@@ -229,7 +232,7 @@ def test_unbounded_patterns_final_output_and_no_leak(case: Case, data: st.DataOb
         ref.stop_index,
         ref.stop_reason,
     )
-    got, stop = stopstream.truncate(text, case.real_stops(), case.include_stop, **case.options())  # type: ignore[arg-type]
+    got, stop = stopstream.truncate(text, case.real_stops(), case.include_stop, **case.options())
     assert (got, stop) == (want, ref.stop_sequence)
 
 
@@ -240,7 +243,7 @@ def test_byte_filter_matches_reference(case: Case, data: st.DataObject) -> None:
     errors = data.draw(st.sampled_from(["strict", "replace"]))
     cuts = data.draw(st.lists(st.integers(0, len(raw)), max_size=5))
     chunks = split(raw, sorted(cuts))
-    real = stopstream.ByteStopFilter(case.real_stops(), case.include_stop, errors, **case.options())  # type: ignore[arg-type]
+    real = stopstream.ByteStopFilter(case.real_stops(), case.include_stop, errors, **case.options())
     ref = reference.ReferenceByteStopFilter(
         case.ref_stops(),
         case.include_stop,
@@ -250,7 +253,7 @@ def test_byte_filter_matches_reference(case: Case, data: st.DataObject) -> None:
         alphabet="".join(ALPHABET),
     )
     for chunk in [*chunks, None]:
-        outcomes = []
+        outcomes: list[tuple[str, object]] = []
         for f in (real, ref):
             try:
                 outcomes.append(("ok", f.finish() if chunk is None else f.feed(chunk)))
@@ -268,7 +271,7 @@ def test_byte_filter_matches_reference(case: Case, data: st.DataObject) -> None:
 @given(cases(unbounded=True))
 def test_chunking_never_matters(case: Case) -> None:
     def run(chunks: Sequence[str]) -> tuple[object, ...]:
-        f = stopstream.StopFilter(case.real_stops(), case.include_stop, **case.options())  # type: ignore[arg-type]
+        f = stopstream.StopFilter(case.real_stops(), case.include_stop, **case.options())
         out = "".join(f.feed(c) for c in chunks) + f.finish()
         return (out, f.stop_sequence, f.stop_index, f.stop_reason)
 
@@ -279,9 +282,9 @@ def test_chunking_never_matters(case: Case) -> None:
 @settings(max_examples=60, deadline=None)
 @given(cases(unbounded=True))
 def test_wrap_and_awrap_match_the_filter(case: Case) -> None:
-    f = stopstream.StopFilter(case.real_stops(), case.include_stop, **case.options())  # type: ignore[arg-type]
+    f = stopstream.StopFilter(case.real_stops(), case.include_stop, **case.options())
     want = [p for p in (*(f.feed(c) for c in case.chunks), f.finish()) if p]
-    s = stopstream.wrap(iter(case.chunks), case.real_stops(), case.include_stop, **case.options())  # type: ignore[arg-type]
+    s = stopstream.wrap(iter(case.chunks), case.real_stops(), case.include_stop, **case.options())
     assert list(s) == want
     assert (s.stop_sequence, s.stop_index, s.stop_reason) == (
         f.stop_sequence,
@@ -294,7 +297,7 @@ def test_wrap_and_awrap_match_the_filter(case: Case) -> None:
             yield c
 
     async def pull() -> list[str]:
-        a = stopstream.awrap(upstream(), case.real_stops(), case.include_stop, **case.options())  # type: ignore[arg-type]
+        a = stopstream.awrap(upstream(), case.real_stops(), case.include_stop, **case.options())
         return [p async for p in a]
 
     assert asyncio.run(pull()) == want
@@ -304,7 +307,7 @@ def test_wrap_and_awrap_match_the_filter(case: Case) -> None:
 # The contract's examples, on both implementations
 
 
-def both(stops: list[object], **options: object) -> list[object]:
+def both(stops: list[Any], **options: Any) -> list[Any]:
     ref_stops = [
         reference.Stop(s.text, include=s.include)
         if isinstance(s, stopstream.Stop)
@@ -314,8 +317,8 @@ def both(stops: list[object], **options: object) -> list[object]:
         for s in stops
     ]
     return [
-        stopstream.StopFilter(stops, **options),  # type: ignore[arg-type]
-        reference.ReferenceStopFilter(ref_stops, alphabet="ab e.d\n", **options),  # type: ignore[arg-type]
+        stopstream.StopFilter(stops, **options),
+        reference.ReferenceStopFilter(ref_stops, alphabet="ab e.d\n", **options),
     ]
 
 
@@ -373,20 +376,20 @@ def both(stops: list[object], **options: object) -> list[object]:
     ],
 )
 def test_contract_examples(
-    stops: list[object],
-    options: dict[str, object],
+    stops: list[Any],
+    options: dict[str, Any],
     chunks: list[str],
     outputs: list[str],
     stop: tuple[str, int],
 ) -> None:
     for f in both(stops, **options):
-        got = [f.feed(c) for c in chunks] + [f.finish()]  # type: ignore[attr-defined]
+        got = [f.feed(c) for c in chunks] + [f.finish()]
         assert got == outputs, f
-        assert (f.stop_sequence, f.stop_index, f.stop_reason) == (*stop, "stop_sequence")  # type: ignore[attr-defined]
+        assert (f.stop_sequence, f.stop_index, f.stop_reason) == (*stop, "stop_sequence")
 
 
 def test_truncate_keeps_the_terminator() -> None:
-    stops = ["\n\nUser:", stopstream.Stop("</answer>", include=True)]
+    stops: list[str | stopstream.Stop] = ["\n\nUser:", stopstream.Stop("</answer>", include=True)]
     assert stopstream.truncate("<answer>42</answer> tail", stops) == (
         "<answer>42</answer>",
         "</answer>",
@@ -400,14 +403,20 @@ def test_truncate_keeps_the_terminator() -> None:
 def test_stop_and_regex_are_values() -> None:
     a, b = stopstream.Regex(r"\bend\b"), stopstream.Regex(r"\bend\b")
     assert a == b and hash(a) == hash(b) and a != stopstream.Regex(r"\bend\b", include=True)
-    assert repr(stopstream.Regex(r"\bend\b", include=True)) == "Regex('\\\\bend\\\\b', include=True)"
+    assert (
+        repr(stopstream.Regex(r"\bend\b", include=True)) == "Regex('\\\\bend\\\\b', include=True)"
+    )
     assert repr(stopstream.Stop("</a>")) == "Stop('</a>')"
     assert stopstream.Stop("x") == stopstream.Stop("x") != stopstream.Stop("x", include=False)
     assert len({stopstream.Stop("x"), stopstream.Stop("x"), stopstream.Regex("x")}) == 2
     assert stopstream.Stop("x") != "x"
     with pytest.raises(AttributeError):
         a.pattern = "y"  # type: ignore[misc]
-    assert (a.pattern, a.include, stopstream.Stop("x", include=True).text) == (r"\bend\b", None, "x")
+    assert (a.pattern, a.include, stopstream.Stop("x", include=True).text) == (
+        r"\bend\b",
+        None,
+        "x",
+    )
     assert stopstream.Regex("ab|c{2,3}").max_len == 3
     assert stopstream.Regex("a.*b").max_len is None
     assert stopstream.Regex("\u00e9{2}").max_len == 2
@@ -427,9 +436,11 @@ def test_stop_and_regex_are_values() -> None:
 def test_bad_patterns_name_the_position(pattern: str, message: str) -> None:
     # Checked when a stop list is compiled, where the position is known.
     for make in (stopstream.StopFilter, reference.ReferenceStopFilter):
-        bad = stopstream.Regex(pattern) if make is stopstream.StopFilter else reference.Regex(pattern)
+        bad = (
+            stopstream.Regex(pattern) if make is stopstream.StopFilter else reference.Regex(pattern)
+        )
         with pytest.raises(ValueError) as info:
-            make(["ok", bad])  # type: ignore[operator, list-item]
+            make(["ok", bad])  # type: ignore[list-item]
         assert "regex stop at position 1 is invalid" in str(info.value)
         assert message in str(info.value) or make is reference.ReferenceStopFilter
     with pytest.raises(ValueError, match="invalid"):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from stopstream._core import ByteStopFilter, StopFilter
+from stopstream._core import ByteStopFilter, Regex, Stop, StopFilter
 from stopstream._lifecycle import AsyncPull
 from stopstream._wrap import stop_set
 
@@ -112,7 +112,7 @@ class AsyncStopStream(AsyncPull[_Chunk]):
         super().__init__(chunks, stage)
 
     @property
-    def stops(self) -> tuple[str, ...]:
+    def stops(self) -> tuple[str | Stop | Regex, ...]:
         return self._filter_stage.stops.stops
 
     @property
