@@ -488,6 +488,32 @@ impl MatchStream {
 
     /// Matches `input`, returning the winner if one is decided inside it.
     fn scan(&mut self, m: &Matcher, input: &[u8]) -> Option<Win> {
+        if m.regexes.is_empty() && self.zone == Zone::Outside && self.cand.is_none() {
+            // Literal stops and markers only: each automaton runs over the whole chunk with its
+            // own skip loop. A chunk in which neither completes (nearly all of them) needs
+            // nothing else; otherwise it is matched again character by character below, from
+            // the same states, which decides who wins and where a region starts.
+            let lit = m.literals.scan(self.ac, input);
+            let open = m.regions.opens().map(|o| o.scan(self.open_ac, input));
+            if let (Step::Continue(a), None | Some(Step::Continue(_))) = (lit, open) {
+                if let Some(Step::Continue(o)) = open {
+                    self.open_ac = o;
+                }
+                if let Hold::Separate(h) = &m.hold {
+                    if let Step::Continue(s) = h.scan(self.hold_ac, input) {
+                        self.hold_ac = s;
+                    }
+                }
+                self.ac = a;
+                self.set_prev(last_char(input));
+                return None;
+            }
+        }
+        self.scan_chars(m, input)
+    }
+
+    /// [`MatchStream::scan`], one character at a time.
+    fn scan_chars(&mut self, m: &Matcher, input: &[u8]) -> Option<Win> {
         let pos0 = self.pos;
         let mut j = 0;
         while j < input.len() {

@@ -107,6 +107,8 @@ pub(super) struct StopStream {
     /// matched text of the stop that fired, published after every `__next__` (the held text of
     /// the composed matcher is not a function of a state id, so it cannot go in `snapshot`).
     composed: Mutex<(Vec<u8>, Option<Vec<u8>>)>,
+    /// Whether `composed` holds anything.
+    composed_set: AtomicBool,
 }
 
 /// A stream's attributes packed in one word: state id (32 bits), mode (2 bits), status (30 bits:
@@ -171,6 +173,21 @@ impl StopStream {
         }
     }
 
+    /// Publishes a composed stream's held and matched text; skips the lock when nothing is
+    /// held now and nothing was before (nearly every chunk).
+    fn publish_composed(&self, held: &[u8], tail: &[u8], matched: &[u8]) {
+        let empty = held.is_empty() && tail.is_empty() && matched.is_empty();
+        if empty && !self.composed_set.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut g = self.composed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        g.0.clear();
+        g.0.extend_from_slice(held);
+        g.0.extend_from_slice(tail);
+        g.1 = (!matched.is_empty()).then(|| matched.to_vec());
+        self.composed_set.store(!empty, Ordering::Relaxed);
+    }
+
     /// Publishes the attributes after a change of state.
     fn publish(&self, st: &StreamState) {
         let (snap, tail) = match &st.mode {
@@ -182,21 +199,14 @@ impl StopStream {
             }
             Mode::ComposedText(t) => {
                 if let Some(c) = &self.stops.ext {
-                    let matched = t.stop_sequence(&c.matcher);
-                    let matched = (!matched.is_empty()).then(|| matched.to_vec());
-                    let mut g =
-                        self.composed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                    *g = (t.held().to_vec(), matched);
+                    self.publish_composed(t.held(), &[], t.stop_sequence(&c.matcher));
                 }
                 (Snapshot { sid: 0, mode: Snapshot::MODE_TEXT, status: t.status() }, 0)
             }
             Mode::ComposedBytes(b) => {
                 if let Some(c) = &self.stops.ext {
-                    let matched = b.text().stop_sequence(&c.matcher);
-                    let matched = (!matched.is_empty()).then(|| matched.to_vec());
-                    let mut g =
-                        self.composed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                    *g = ([b.text().held(), b.tail()].concat(), matched);
+                    let held = b.text().held();
+                    self.publish_composed(held, b.tail(), b.text().stop_sequence(&c.matcher));
                 }
                 (Snapshot { sid: 0, mode: Snapshot::MODE_BYTES, status: b.status() }, 0)
             }
@@ -508,6 +518,7 @@ impl StopStream {
             tail: AtomicU32::new(0),
             close_requested: AtomicBool::new(false),
             composed: Mutex::new((Vec::new(), None)),
+            composed_set: AtomicBool::new(false),
         })
     }
 
