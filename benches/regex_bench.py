@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import re
 import sys
 from collections import deque
 from collections.abc import Callable, Sequence

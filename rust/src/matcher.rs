@@ -407,7 +407,8 @@ impl MatchStream {
         let fired = self.scan(m, input);
         let pos1 = pos0 + input.len();
         self.pos = pos1;
-        let win = fired.or_else(|| self.settle(m));
+        let pending = self.cand.is_some() || !m.regexes.is_empty();
+        let win = if pending { fired.or_else(|| self.settle(m)) } else { fired };
         if let Some(w) = win {
             let cut = if m.include[w.index] { w.end } else { w.start };
             if matches!(m.kinds[w.index], Kind::Regex(_)) {

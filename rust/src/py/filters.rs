@@ -138,15 +138,17 @@ pub(super) fn feed_composed<'py>(
     py: Python<'py>,
     text: &Bound<'py, PyString>,
     step: impl FnOnce(&[u8], &mut Vec<u8>) -> PyResult<Result<ByteOut, crate::Error>>,
-) -> PyResult<Bound<'py, PyString>> {
+) -> PyResult<Option<Bound<'py, PyString>>> {
     let mut stack = [0u8; 256];
     let bytes = super::convert::chunk_utf8(text, &mut stack)?;
     let mut out = Vec::new();
     let result = step(&bytes, &mut out)?;
     match result.map_err(|e| map_error(py, &e))? {
-        ByteOut::Input if text.is_exact_instance_of::<PyString>() => Ok(text.clone()),
-        ByteOut::Input => make_str(py, &bytes),
-        ByteOut::Buffer => make_str(py, &out),
+        ByteOut::Input if bytes.is_empty() => Ok(None),
+        ByteOut::Input if text.is_exact_instance_of::<PyString>() => Ok(Some(text.clone())),
+        ByteOut::Input => make_str(py, &bytes).map(Some),
+        ByteOut::Buffer if out.is_empty() => Ok(None),
+        ByteOut::Buffer => make_str(py, &out).map(Some),
     }
 }
 
@@ -190,13 +192,14 @@ impl StopFilter {
             PyTypeError::new_err(format!("feed() takes str, not {}{hint}", type_name(text)))
         })?;
         if let Some(c) = &self.stops.ext {
-            return feed_composed(py, text, |bytes, out| {
+            let out = feed_composed(py, text, |bytes, out| {
                 let mut st = lock(py, &self.state)?;
                 Ok(match &mut *st {
                     TextState::Composed(t) => t.feed(&c.matcher, bytes, out),
                     TextState::Literal(_) => Ok(ByteOut::Buffer),
                 })
-            });
+            })?;
+            return Ok(out.unwrap_or_else(|| PyString::new(py, "")));
         }
         let set = &*self.stops.set;
         let out = feed_str(py, set, text, |bytes| {

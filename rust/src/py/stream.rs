@@ -260,7 +260,7 @@ impl StopStream {
         if let (Mode::ComposedText(t), Some(c)) = (&mut st.mode, &self.stops.ext) {
             if let Ok(text) = item.cast::<PyString>() {
                 let out = feed_composed(py, text, |bytes, out| Ok(t.feed(&c.matcher, bytes, out)))?;
-                return Ok((!out.is_empty()?).then(|| out.into_any()));
+                return Ok(out.map(Bound::into_any));
             }
         }
         if let (Mode::Unknown, Some(c)) = (&st.mode, &self.stops.ext) {
