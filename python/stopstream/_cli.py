@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 
 from stopstream import sse
-from stopstream._core import ByteStopFilter
+from stopstream._core import ByteStopFilter, Regex, Stop
 
 _ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|x[0-9a-fA-F]{2}|[nrt0\\])")
 _SIMPLE = {"n": "\n", "r": "\r", "t": "\t", "0": "\0", "\\": "\\"}
@@ -50,10 +50,43 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "-s",
         "--stop",
+        dest="items",
         action="append",
         default=[],
+        type=lambda v: ("str", v),
         metavar="STOP",
-        help="a stop sequence (repeatable)",
+        help="a stop sequence (repeatable; stops of every kind are numbered in the order given)",
+    )
+    p.add_argument(
+        "-r",
+        "--regex",
+        dest="items",
+        action="append",
+        type=lambda v: ("regex", v),
+        metavar="PATTERN",
+        help="a regex stop in Rust regex syntax, e.g. '\\bend\\b' (repeatable)",
+    )
+    p.add_argument(
+        "-k",
+        "--keep",
+        dest="items",
+        action="append",
+        type=lambda v: ("keep", v),
+        metavar="STOP",
+        help="a stop sequence that is written with the output when it fires (repeatable)",
+    )
+    p.add_argument(
+        "--skip",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("OPEN", "CLOSE"),
+        help="a region the stops do not see, from OPEN through CLOSE (repeatable)",
+    )
+    p.add_argument(
+        "--skip-until",
+        metavar="MARKER",
+        help="the stops are inactive until MARKER has occurred",
     )
     p.add_argument(
         "-e",
@@ -89,7 +122,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace, src: BinaryIO, out: BinaryIO) -> int:
-    f = ByteStopFilter(args.stops, args.include_stop, args.errors)
+    f = ByteStopFilter(
+        args.stops,
+        args.include_stop,
+        args.errors,
+        skip=args.skip or None,
+        skip_until=args.skip_until,
+    )
     fd = src.fileno()
     try:
         while True:
@@ -164,11 +203,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``stopstream`` command."""
     parser = _parser()
     args = parser.parse_args(argv)
-    args.stops = [_unescape(s) if args.escapes else s for s in args.stop]
+    text = (lambda v: _unescape(v)) if args.escapes else (lambda v: v)
+    args.stops = [
+        text(v) if kind == "str" else Stop(text(v), include=True) if kind == "keep" else Regex(v)
+        for kind, v in args.items
+    ]
+    args.skip = [(text(o), text(c)) for o, c in args.skip]
+    if args.skip_until is not None:
+        args.skip_until = text(args.skip_until)
     if args.sse is not None and args.errors != "strict":
         parser.error("--errors applies to plain streams, not to --sse (SSE bodies are JSON)")
+    if args.sse is not None and (args.skip or args.skip_until is not None):
+        parser.error("--skip and --skip-until apply to plain streams, not to --sse")
     try:
-        ByteStopFilter(args.stops)
+        ByteStopFilter(args.stops, skip=args.skip or None, skip_until=args.skip_until)
     except ValueError as exc:
         parser.error(str(exc))
     run = _run if args.sse is None else _run_sse
