@@ -66,7 +66,8 @@ fn main() {
     let four_lit: Vec<StopSpec<'_>> = lits.iter().map(|s| lit(s)).collect();
     let four_re: Vec<StopSpec<'_>> = res.iter().map(|s| re(s)).collect();
     let both: Vec<StopSpec<'_>> = four_lit.iter().chain(&four_re).copied().collect();
-    let wb = [re(r"\bend\b"), re(r"\bStop\b"), re(r"\bfinal\b"), re(r"\bDone\b")];
+    let wb =
+        [re(r"\bFINAL ANSWER\b"), re(r"\bTERMINATE\b"), re(r"\bend of turn\b"), re(r"\bSTOP\b")];
     let skip: [(&[u8], &[u8]); 1] = [(b"<think>", b"</think>")];
     let n = f64::from(u32::try_from(parts.len()).unwrap_or(u32::MAX));
     let row = |name: &str, secs: f64| {
