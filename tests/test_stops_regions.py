@@ -13,6 +13,7 @@ whether an attempt can still match is always known as soon as its characters hav
 from __future__ import annotations
 
 import asyncio
+import pickle
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -318,7 +319,7 @@ def both(stops: list[Any], **options: Any) -> list[Any]:
     ]
     return [
         stopstream.StopFilter(stops, **options),
-        reference.ReferenceStopFilter(ref_stops, alphabet="ab e.d\n", **options),
+        reference.ReferenceStopFilter(ref_stops, alphabet="abcdez .-\n<>/", **options),
     ]
 
 
@@ -349,7 +350,7 @@ def both(stops: list[Any], **options: Any) -> list[Any]:
         ([stopstream.Regex("a+")], {}, ["xa", "aa"], ["x", "", ""], ("a", 0)),
         # Earliest end beats leftmost start; at the same end the longest wins.
         ([stopstream.Regex("a.*z"), "bc"], {}, ["abcz"], ["a", ""], ("bc", 1)),
-        ([stopstream.Regex("a.*z"), "bc"], {}, ["ab", "cz"], ["a", "", ""], ("bc", 1)),
+        ([stopstream.Regex("a.*z"), "bc"], {}, ["ab", "cz"], ["", "a", ""], ("bc", 1)),
         (["bc", stopstream.Regex("[a-z]bc")], {}, ["abc d"], ["", ""], ("abc", 1)),
         ([stopstream.Regex("b."), "bc"], {}, ["abc"], ["a", ""], ("bc", 0)),
         (
@@ -458,3 +459,25 @@ def test_bad_options() -> None:
         stopstream.StopFilter(["x"], skip=[("<",)])  # type: ignore[list-item]
     with pytest.raises(TypeError):
         stopstream.StopFilter([1])  # type: ignore[list-item]
+
+
+def test_stopset_options_and_pickling() -> None:
+    stops: list[str | stopstream.Stop | stopstream.Regex] = [
+        "x",
+        stopstream.Stop("</a>", include=True),
+        stopstream.Regex(r"\bq\b"),
+    ]
+    s = stopstream.StopSet(stops, skip=[("<t>", "</t>")], skip_until="go")
+    assert s.stops == tuple(stops) and len(s) == 3
+    assert s.skip == (("<t>", "</t>"),) and s.skip_until == "go"
+    assert pickle.loads(pickle.dumps(s)) == s
+    assert pickle.loads(pickle.dumps(stops)) == stops
+    assert s == stopstream.StopSet(stops, skip=[("<t>", "</t>")], skip_until="go")
+    assert s != stopstream.StopSet(stops, skip=[("<t>", "</t>")])
+    f = stopstream.StopFilter(s, skip_until="go")
+    assert f.feed("q go <t>q</t> a q b") == "q go <t>q</t> a "
+    assert f.stop_sequence == "q"
+    with pytest.raises(ValueError, match="differs"):
+        stopstream.StopFilter(s, skip_until="other")
+    g = stopstream.ByteStopFilter(s)
+    assert g.feed(b"go x") == b"go " and g.stop_index == 0

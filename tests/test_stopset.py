@@ -231,6 +231,8 @@ def test_dir_shows_only_the_api() -> None:
     expected = {
         "AsyncStopStream",
         "ByteStopFilter",
+        "Regex",
+        "Stop",
         "StopFilter",
         "StopSet",
         "StopStream",

@@ -28,6 +28,23 @@ fn hash_of(tag: u64, bytes: &[u8], include: Option<bool>) -> isize {
     isize::try_from(h >> 33).unwrap_or(0)
 }
 
+/// What `__reduce__` returns: a constructor and its positional arguments.
+type Reduced<'py> = (Bound<'py, PyAny>, (Py<PyString>,));
+
+/// `(functools.partial(type(obj), include=include), (text,))`: the keyword-only flag survives.
+fn reduce<'py>(
+    obj: &Bound<'py, PyAny>,
+    text: Py<PyString>,
+    include: Option<bool>,
+) -> PyResult<Reduced<'py>> {
+    let py = obj.py();
+    let kwargs = pyo3::types::PyDict::new(py);
+    kwargs.set_item("include", include)?;
+    let partial = py.import("functools")?.getattr("partial")?;
+    let ctor = partial.call((obj.get_type(),), Some(&kwargs))?;
+    Ok((ctor, (text,)))
+}
+
 /// A literal stop with its own include flag.
 #[pyclass(frozen, module = "stopstream._core")]
 pub(super) struct Stop {
@@ -72,6 +89,12 @@ impl Stop {
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         Ok(format!("Stop({}{})", self.text.bind(py).repr()?, include_repr(self.include)))
+    }
+
+    /// Pickled as `functools.partial(Stop, include=...)` applied to the text.
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Reduced<'py>> {
+        let this = slf.get();
+        reduce(slf.as_any(), this.text.clone_ref(slf.py()), this.include)
     }
 }
 
@@ -129,5 +152,11 @@ impl Regex {
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         Ok(format!("Regex({}{})", self.pattern.bind(py).repr()?, include_repr(self.include)))
+    }
+
+    /// Pickled as `functools.partial(Regex, include=...)` applied to the pattern.
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Reduced<'py>> {
+        let this = slf.get();
+        reduce(slf.as_any(), this.pattern.clone_ref(slf.py()), this.include)
     }
 }
