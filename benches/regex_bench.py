@@ -118,9 +118,7 @@ def main(argv: Sequence[str]) -> int:
         ("stopstream (literal stops)", lambda s: held_per_chunk(chunks, list(s))),
         (
             "stopstream (same stops as Regex)",
-            lambda s: held_per_chunk(
-                chunks, [stopstream.Regex(__import__("re").escape(x)) for x in s]
-            ),
+            lambda s: held_per_chunk(chunks, [stopstream.Regex(re.escape(x)) for x in s]),
         ),
         ("vLLM v1 (max(len) - 1 always)", lambda s: probe_mean(vllm, chunks, s)),
         ("SGLang / llama.cpp (all on partial)", lambda s: probe_mean(holdall, chunks, s)),
