@@ -114,7 +114,7 @@ def main(argv: Sequence[str]) -> int:
     occurring = ("\n\n", "Observation:")
     print(f"| {'rule':<44} | guard rails | {occurring!r} |")
     print(f"|{'-' * 46}|------------:|------------:|")
-    for label, fn in (
+    rules: list[tuple[str, Callable[[Sequence[str]], float]]] = [
         ("stopstream (literal stops)", lambda s: held_per_chunk(chunks, list(s))),
         (
             "stopstream (same stops as Regex)",
@@ -122,7 +122,8 @@ def main(argv: Sequence[str]) -> int:
         ),
         ("vLLM v1 (max(len) - 1 always)", lambda s: probe_mean(vllm, chunks, s)),
         ("SGLang / llama.cpp (all on partial)", lambda s: probe_mean(holdall, chunks, s)),
-    ):
+    ]
+    for label, fn in rules:
         print(f"| {label:<44} | {fn(LITERAL):11.2f} | {fn(occurring):11.2f} |")
     print(
         "| stopstream, guard rails as patterns above     | "

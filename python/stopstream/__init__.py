@@ -19,7 +19,11 @@ from stopstream._core import (
     StopFilter,
     StopSet,
     StopStream,
+    TokenPiece,
+    TokenStopFilter,
+    Vocab,
     __version__,
+    feed_batch,
     truncate,
 )
 from stopstream._wrap import wrap
@@ -32,8 +36,12 @@ __all__ = [
     "StopFilter",
     "StopSet",
     "StopStream",
+    "TokenPiece",
+    "TokenStopFilter",
+    "Vocab",
     "__version__",
     "awrap",
+    "feed_batch",
     "truncate",
     "wrap",
 ]
