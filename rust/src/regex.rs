@@ -31,7 +31,7 @@
 //! the actual neighbouring characters. Measured (`examples/matcher.rs`, 4-byte chunks of this
 //! crate's source, release build, busy 2-core machine): 4 such patterns cost 112 ns per chunk
 //! against 75 ns for 4 DFA patterns and 7 ns for the literal path; through `wrap` on the token
-//! corpus (`benches/regex_bench.py`) 2.1x the literal path against 1.6x for DFA patterns. That
+//! corpus (`benches/regex_bench.py`) 1.7-1.9x the literal path against 1.6-1.8x for DFA ones. That
 //! is affordable, so every pattern with a Unicode boundary takes this engine, on ASCII text too,
 //! rather than switching engines mid-stream. `(?-u:\b)` keeps a pattern on the DFA when ASCII
 //! word characters are what is meant. One limit: an NFA attempt is dropped when an assertion
