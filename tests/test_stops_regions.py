@@ -481,3 +481,9 @@ def test_stopset_options_and_pickling() -> None:
         stopstream.StopFilter(s, skip_until="other")
     g = stopstream.ByteStopFilter(s)
     assert g.feed(b"go x") == b"go " and g.stop_index == 0
+
+
+def test_token_filter_refuses_composed_lists() -> None:
+    vocab = stopstream.Vocab([b"a", b"b"])
+    with pytest.raises(ValueError, match="plain str stops only"):
+        stopstream.TokenStopFilter(vocab, [stopstream.Regex("a")])
