@@ -2,7 +2,8 @@
 //! a filter per request cheap, and what a stop list reports about a stop that fired.
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -154,21 +155,71 @@ fn compose(
         None => None,
     };
     let pair_refs: Vec<(&[u8], &[u8])> = pairs.iter().map(|(o, c)| (&o[..], &c[..])).collect();
-    // Building DFAs can take a while for big patterns: let other threads run.
-    let matcher = py
-        .detach(|| Matcher::new(&specs, until.as_deref(), &pair_refs))
-        .map_err(|e| map_error(py, &e))?;
+    let key = composed_key(&specs, until.as_deref(), &pair_refs);
+    let cached = composed_cache(|c| c.get(&key).cloned());
+    let matcher = if let Some(m) = cached {
+        m
+    } else {
+        // Building DFAs can take a while for big patterns: let other threads run.
+        let m = py
+            .detach(|| Matcher::new(&specs, until.as_deref(), &pair_refs))
+            .map_err(|e| map_error(py, &e))?;
+        let m = Arc::new(m);
+        composed_cache(|c| {
+            if c.len() >= COMPOSED_CACHE_LEN {
+                c.clear();
+            }
+            c.insert(key, Arc::clone(&m));
+        });
+        m
+    };
     let empty: [&[u8]; 0] = [];
     Ok(Compiled {
         tuple: PyTuple::new(py, items)?.unbind(),
         set: StopSet::cached(&empty).map_err(|e| map_error(py, &e))?,
         include_stop,
         ext: Some(Composed {
-            matcher: Arc::new(matcher),
+            matcher,
             skip: skip.map(Bound::unbind),
             skip_until: skip_until.map(Bound::unbind),
         }),
     })
+}
+
+/// Composed lists compiled recently, by [`composed_key`]: a gateway that builds a filter per
+/// request from the same list of `Regex` stops compiles their automata once. Emptied when full.
+const COMPOSED_CACHE_LEN: usize = 64;
+
+fn composed_cache<R>(f: impl FnOnce(&mut HashMap<Vec<u8>, Arc<Matcher>>) -> R) -> R {
+    static CACHE: OnceLock<Mutex<HashMap<Vec<u8>, Arc<Matcher>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    f(&mut cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+}
+
+/// Everything a composed list is compiled from, as bytes: each stop's kind, flag and text, the
+/// `skip_until` marker and the pairs, each length-prefixed.
+fn composed_key(specs: &[StopSpec<'_>], until: Option<&[u8]>, pairs: &[(&[u8], &[u8])]) -> Vec<u8> {
+    let mut key = Vec::new();
+    let mut push = |tag: u8, bytes: &[u8]| {
+        key.push(tag);
+        key.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+        key.extend_from_slice(bytes);
+    };
+    for s in specs {
+        let include = u8::from(s.include);
+        match s.kind {
+            StopKind::Literal(b) => push(include, b),
+            StopKind::Regex(p) => push(2 + include, p.as_bytes()),
+        }
+    }
+    if let Some(u) = until {
+        push(4, u);
+    }
+    for (o, c) in pairs {
+        push(5, o);
+        push(6, c);
+    }
+    key
 }
 
 /// Whether `item` is a `Stop` or a `Regex` (a list holding one is composed).
