@@ -16,7 +16,7 @@ STOPS = ["</answer>", "\n\nUser:", "###", "END", "<|im_end|>", "Observation:"]
 def test_split_by_limit(limit: int | str | None, upstream: int) -> None:
     split = split_stops(STOPS, limit)
     assert split == StopSplit(STOPS[:upstream], STOPS[upstream:])
-    assert split.upstream + split.rest == STOPS
+    assert [*split.upstream, *split.rest] == STOPS
 
 
 def test_duplicates_are_sent_once_and_inputs_are_validated() -> None:

@@ -55,7 +55,7 @@ from stopstream._adapter import (
     as_json,
     check_on_stop,
 )
-from stopstream._core import StopFilter, _feed_unless_stop
+from stopstream._core import Regex, Stop, StopFilter, _feed_unless_stop
 from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ class ChatMachine:
         self.stopped = False  # every choice stopped or finished, and a stop fired
 
     @property
-    def stops(self) -> tuple[str, ...]:
+    def stops(self) -> tuple[str | Stop | Regex, ...]:
         return self._stops
 
     @property
@@ -322,7 +322,7 @@ class _ChatResult:
     _machine: ChatMachine
 
     @property
-    def stops(self) -> tuple[str, ...]:
+    def stops(self) -> tuple[str | Stop | Regex, ...]:
         return self._machine.stops
 
     @property

@@ -27,9 +27,10 @@ send nothing upstream (``limit=0``) when the stop text must be kept.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from stopstream._core import StopSet
+from stopstream._core import Regex, Stop, StopSet
 
 if TYPE_CHECKING:
     from stopstream._core import _Stops as Stops
@@ -48,7 +49,7 @@ class StopSplit(NamedTuple):
     """``upstream``: the stops to send upstream; ``rest``: the ones only enforced locally."""
 
     upstream: list[str]
-    rest: list[str]
+    rest: Sequence[str | Stop | Regex]
 
 
 def split_stops(stops: Stops, limit: int | str | None) -> StopSplit:
@@ -59,8 +60,10 @@ def split_stops(stops: Stops, limit: int | str | None) -> StopSplit:
     for a model that rejects ``stop``), a provider name from ``STOP_LIMITS`` (``"openai"``: 4,
     ``"gemini"``: 5, ``"none"``: 0), or ``None`` for no limit.
 
-    ``upstream`` holds the first ``limit`` distinct stops in the order given (duplicates are
-    sent once); ``rest`` holds the remaining distinct stops. Enforce the full list locally.
+    ``upstream`` holds the first ``limit`` distinct plain ``str`` stops in the order given
+    (duplicates are sent once); ``rest`` holds the remaining distinct stops, and every ``Stop``
+    and ``Regex`` (a provider can neither match a pattern nor keep a terminator). Enforce the
+    full list locally.
 
     >>> split_stops(["a", "b", "a", "c", "d", "e"], "openai")
     StopSplit(upstream=['a', 'b', 'c', 'd'], rest=['e'])
@@ -82,6 +85,8 @@ def split_stops(stops: Stops, limit: int | str | None) -> StopSplit:
     else:
         count = limit
     distinct = list(dict.fromkeys(StopSet(stops).stops))
+    plain = [s for s in distinct if isinstance(s, str)]
+    others = [s for s in distinct if not isinstance(s, str)]
     if count is None:
-        return StopSplit(distinct, [])
-    return StopSplit(distinct[:count], distinct[count:])
+        return StopSplit(plain, others)
+    return StopSplit(plain[:count], [*plain[count:], *others])
