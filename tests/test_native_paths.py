@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from openai.types.chat import ChatCompletionChunk
 from pydantic import TypeAdapter
 
+from stopstream import Regex
 from stopstream._adapter import ModelDriver, SyncAdapterStream
 from stopstream.anthropic import MessagesMachine, _rebuild, wrap_messages
 from stopstream.openai import ChatMachine, wrap_chat
@@ -339,3 +340,30 @@ def test_lone_surrogates_go_to_the_python_path() -> None:
     chunk = 'data: {"choices":[{"index":0,"delta":{"content":"\\ud800 ST"}}]}\n\n'
     out = b"".join(wrap_openai([(role + chunk).encode()], ["STOP"]))
     assert b'"\\ud800 "' in out
+
+
+@pytest.mark.parametrize("eol", ["\n", "\r\n"])
+def test_composed_stop_lists_take_the_full_rules(eol: str) -> None:
+    # A regex stop: the native stage hands every text delta to the machine, with the same
+    # outcome as the Python path.
+    stops = [Regex(r"ST\w+"), "</a>"]
+    role = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
+    chunks = [{"choices": [{"index": 0, "delta": {"content": t}}]} for t in ("ab <", "/a", "x")]
+    texts = ["one S", "TOP two", "x"]
+    chunks += [{"choices": [{"index": 0, "delta": {"content": t}}]} for t in texts]
+    events = [role, *chunks]
+    data = "".join("data: " + dumps(e) + eol + eol for e in events).encode()
+    for size in (1, 7, len(data)):
+        parts = [data[i : i + size] for i in range(0, len(data), size)]
+        native = run(wrap_openai(parts, stops))
+        python = run(SyncAdapterStream[bytes](parts, SSEDriver(ChatMachine(stops))))
+        assert native == python
+        sdk = [
+            CHUNK.validate_python(
+                {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", **e}
+            )
+            for e in events
+        ]
+        fast = run(wrap_chat(sdk, stops))
+        slow = run(SyncAdapterStream[Any](sdk, ModelDriver(ChatMachine(stops))))
+        same_objects(fast, slow, sdk)
