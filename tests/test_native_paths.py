@@ -346,7 +346,7 @@ def test_lone_surrogates_go_to_the_python_path() -> None:
 def test_composed_stop_lists_take_the_full_rules(eol: str) -> None:
     # A regex stop: the native stage hands every text delta to the machine, with the same
     # outcome as the Python path.
-    stops = [Regex(r"ST\w+"), "</a>"]
+    stops: list[str | Regex] = [Regex(r"ST\w+"), "</a>"]
     role = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
     chunks = [{"choices": [{"index": 0, "delta": {"content": t}}]} for t in ("ab <", "/a", "x")]
     texts = ["one S", "TOP two", "x"]
