@@ -1,4 +1,4 @@
-"""Stop sequences for OpenAI Chat Completions streams.
+"""Stop sequences for OpenAI Chat Completions and Responses streams.
 
 ``wrap_chat`` / ``awrap_chat`` wrap a stream of ``ChatCompletionChunk`` objects from the
 ``openai`` SDK (or of plain dicts of the same shape) and yield the same kind, with the stop
@@ -31,6 +31,10 @@ Rules:
   far, which is right as soon as each choice has sent its first chunk (OpenAI and vLLM send a
   role chunk per choice first).
 
+``wrap_responses`` / ``awrap_responses`` do the same for the Responses API's stream events
+(``client.responses.create(..., stream=True)``), which has no ``stop`` parameter at all; the
+rules are in ``stopstream._responses``.
+
 The SDK is not imported: SDK chunks are read with ``model_dump`` and changed chunks rebuilt with
 ``ChatCompletionChunk.construct``, so ``choice.stop_reason`` is an extra field of the model.
 """
@@ -51,11 +55,21 @@ from stopstream._adapter import (
     rebuild_model,
 )
 from stopstream._core import StopFilter
+from stopstream._responses import AsyncResponsesStopStream, ResponsesMachine, ResponsesStopStream
 
 if TYPE_CHECKING:
     from stopstream._core import _Stops as Stops
 
-__all__ = ["AsyncChatStopStream", "ChatStopStream", "awrap_chat", "wrap_chat"]
+__all__ = [
+    "AsyncChatStopStream",
+    "AsyncResponsesStopStream",
+    "ChatStopStream",
+    "ResponsesStopStream",
+    "awrap_chat",
+    "awrap_responses",
+    "wrap_chat",
+    "wrap_responses",
+]
 
 _T = TypeVar("_T")
 
@@ -320,3 +334,33 @@ def awrap_chat(
 ) -> AsyncChatStopStream[_T]:
     """Async twin of ``wrap_chat`` (an ``AsyncStream`` from ``AsyncOpenAI``, say)."""
     return AsyncChatStopStream(stream, ChatMachine(stops, include_stop, on_stop, n))
+
+
+def wrap_responses(
+    stream: Iterable[_T],
+    stops: Stops,
+    *,
+    include_stop: bool = False,
+    on_stop: OnStop = "close",
+) -> ResponsesStopStream[_T]:
+    """Apply ``stops`` to a stream of Responses API events (SDK objects or dicts).
+
+    Yields the same kind. One filter per output text part; on a stop, the truncated delta and
+    the closing events (``response.output_text.done``, ``response.content_part.done``,
+    ``response.output_item.done``, ``response.completed`` naming the stop as
+    ``response.stop_sequence``). ``complete`` tells whether the response ended (a terminal event
+    or a stop) rather than being dropped. ``on_stop``: ``"close"`` (close the upstream as soon
+    as the stop fires) or ``"drain"`` (read it to the end silently, for the real usage).
+    """
+    return ResponsesStopStream(stream, ResponsesMachine(stops, include_stop, on_stop))
+
+
+def awrap_responses(
+    stream: AsyncIterable[_T],
+    stops: Stops,
+    *,
+    include_stop: bool = False,
+    on_stop: OnStop = "close",
+) -> AsyncResponsesStopStream[_T]:
+    """Async twin of ``wrap_responses`` (an ``AsyncStream`` from ``AsyncOpenAI``, say)."""
+    return AsyncResponsesStopStream(stream, ResponsesMachine(stops, include_stop, on_stop))
