@@ -154,8 +154,13 @@ class GeminiMachine:
             return [(chunk, chunk)]  # prompt feedback only, or an error object: pass it on
         kept: list[Any] = []
         changed = False
+        snake = _is_snake(chunk)  # the SDK's model_dump() without aliases
         for position, candidate in enumerate(candidates):
-            out = self._candidate(candidate, position) if isinstance(candidate, dict) else candidate
+            out = (
+                self._candidate(candidate, position, snake or _is_snake(candidate))
+                if isinstance(candidate, dict)
+                else candidate
+            )
             if out is not candidate:
                 changed = True
             if out is not None:
@@ -168,7 +173,7 @@ class GeminiMachine:
             self._phase = "closing" if self._on_stop == "close" else "draining"
         return [] if emitted is None else [(emitted, chunk)]
 
-    def _candidate(self, candidate: JSON, position: int) -> JSON | None:
+    def _candidate(self, candidate: JSON, position: int, snake: bool) -> JSON | None:
         index = candidate.get("index")
         if not isinstance(index, int):
             index = position
@@ -207,7 +212,6 @@ class GeminiMachine:
                     if new_parts is None:
                         new_parts = list(parts[: position_in + 1])
                     break
-        snake = _is_snake(candidate)
         if f.stopped:
             self._status[index] = _STOPPED
             self.stop_sequences[index] = f.stop_sequence
