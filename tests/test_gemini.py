@@ -238,27 +238,28 @@ def test_text_matches_the_reference_however_it_is_split(text_: str, cuts: list[i
 
 
 def test_sdk_objects_stay_sdk_objects() -> None:
-    chunks = [
+    signed = "c2lnbmF0dXJl"  # base64 of b"signature"
+    chunks: list[Any] = [
         types.GenerateContentResponse.model_validate_json(json.dumps(c))
         for c in [
-            gemini_chunk([thought("plan"), text("The answer", thoughtSignature="c2lnbmF0dXJl")]),
-            gemini_chunk([text(" is 4.</ans")]),
+            gemini_chunk([thought("plan"), text("The answer")]),
+            gemini_chunk([text(" is 4.</ans", thoughtSignature=signed)]),
             gemini_chunk([text("wer> tail")]),
         ]
     ]
     stream = wrap(chunks, STOPS)
-    out = list(stream)
+    out: list[Any] = list(stream)
     assert all(isinstance(c, types.GenerateContentResponse) for c in out)
     assert out[0] is chunks[0]
     assert "".join(c.text or "" for c in out) == "The answer is 4."
     last = out[-1].candidates[0]
     assert last.finish_reason == types.FinishReason.STOP
     assert last.finish_message == "</answer>"
-    first = chunks[0].candidates[0].content.parts[1]
-    assert first.thought_signature == b"signature"
-    # Changed chunks went through JSON: bytes fields decode as the SDK decodes a body.
+    # A changed chunk went through JSON: its bytes fields decode as the SDK decodes a body.
     changed = out[1].candidates[0].content.parts[0]
     assert changed.text == " is 4."
+    assert changed.thought_signature == b"signature"
+    assert out[1].usage_metadata == chunks[1].usage_metadata
 
 
 def test_async_wrap() -> None:
