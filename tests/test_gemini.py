@@ -298,3 +298,15 @@ def test_sse_body_gives_what_the_dict_adapter_gives(size: int) -> None:
     assert b"event:" not in out and b"[DONE]" not in out
     assert out.startswith((gemini_sse(chunks)[0] + "\r\n\r\n").encode())  # byte for byte
     assert stream.complete and stream.stop_sequences == {0: "</answer>"}
+
+
+def test_sse_drain_ends_with_the_usage_chunk() -> None:
+    chunks = stream_of("a </answer>", " tail")
+    data = "".join(b + "\r\n\r\n" for b in gemini_sse(chunks)).encode()
+    out = parse(b"".join(wrap_gemini(iter([data]), STOPS, on_stop="drain")))
+    assert out[-1] == {
+        "usageMetadata": gemini_usage(3),
+        "modelVersion": "gemini-test",
+        "responseId": "resp-gemini",
+    }
+    assert out[-2]["candidates"][0]["finishMessage"] == "</answer>"

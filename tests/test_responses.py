@@ -353,3 +353,14 @@ def test_sse_body_gives_what_the_dict_adapter_gives(size: int, eol: str) -> None
     # Unchanged events are forwarded byte for byte.
     first = responses_sse(events)[0].replace("\n", eol) + eol + eol
     assert out.startswith(first.encode())
+
+
+def test_sse_drain_ends_with_the_real_usage() -> None:
+    events = response_events(ResponseScript([message("a </answer>", " tail", " more")]))
+    stream = sse_wrap_responses(iter([sse_body(events)]), STOPS, on_stop="drain")
+    parsed = parse(b"".join(stream))
+    name, completed = parsed[-1]
+    assert name == "response.completed"
+    assert completed["response"]["usage"] == events[-1]["response"]["usage"]
+    assert completed["response"]["stop_sequence"] == "</answer>"
+    assert [value["type"] for _, value in parsed].count("response.completed") == 1
