@@ -129,7 +129,7 @@ def create_app(
         if not isinstance(payload, dict):
             return _openai_error(400, "The request body must be a JSON object.")
         try:
-            stops = list(stopstream.StopFilter(payload.get("stop")).stops)
+            stops = stopstream.StopSet(payload.get("stop"))
             to_upstream, _rest = split_stops(stops, stop_limit)
         except (TypeError, ValueError) as exc:
             return _openai_error(400, f"Invalid 'stop': {exc}", "stop")
@@ -163,7 +163,7 @@ def create_app(
         if not isinstance(payload, dict):
             return _anthropic_error(400, "The request body must be a JSON object.")
         try:
-            stops = list(stopstream.StopFilter(payload.get("stop_sequences")).stops)
+            stops = stopstream.StopSet(payload.get("stop_sequences"))
             to_upstream, _rest = split_stops(stops, anthropic_stop_limit)
         except (TypeError, ValueError) as exc:
             return _anthropic_error(400, f"stop_sequences: {exc}")
@@ -213,7 +213,7 @@ def _relay(body: AsyncIterable[bytes], response: httpx.Response) -> StreamingRes
     return StreamingResponse(relay(), media_type="text/event-stream", headers=headers)
 
 
-def _truncate_completion(data: Any, stops: list[str]) -> Any:
+def _truncate_completion(data: Any, stops: stopstream.StopSet) -> Any:
     """Apply the stops to a non-streaming chat completion."""
     choices = data.get("choices") if isinstance(data, dict) else None
     for choice in choices if isinstance(choices, list) else []:
@@ -228,7 +228,7 @@ def _truncate_completion(data: Any, stops: list[str]) -> Any:
     return data
 
 
-def _truncate_message(data: Any, stops: list[str]) -> Any:
+def _truncate_message(data: Any, stops: stopstream.StopSet) -> Any:
     """Apply the stops to a non-streaming message: the first text block with a stop ends it."""
     content = data.get("content") if isinstance(data, dict) else None
     if not isinstance(content, list):

@@ -240,9 +240,13 @@ def test_upstream_stop_sequence_is_reported() -> None:
     assert not stream.stopped
 
 
-def test_held_text_is_flushed_when_the_upstream_ends_early() -> None:
-    out = list(wrap_messages([start(), block_start(0), text(0, "a </ans")], ["</answer>"]))
-    assert texts(out) == {0: "a </ans"}
+def test_a_dropped_stream_invents_no_ending_and_keeps_the_held_text() -> None:
+    stream = wrap_messages([start(), block_start(0), text(0, "a </ans")], ["</answer>"])
+    out = list(stream)
+    assert texts(out) == {0: "a "}
+    assert [e["type"] for e in out][-1] == "content_block_delta"
+    assert not stream.complete
+    assert stream.pending == "</ans"
 
 
 def test_upstream_exception_propagates() -> None:

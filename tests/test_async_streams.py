@@ -521,7 +521,9 @@ def test_upstream_exception_from_iterator_then_aclose_once() -> None:
         with pytest.raises(UpstreamError, match="second item"):
             await s.__anext__()
         assert s.pending == "<a"
-        assert upstream.closed == 0
+        assert s.stop_reason is None
+        # The stream ended and closed the upstream; closing it again does nothing.
+        assert upstream.closed == 1
         await s.aclose()
         await s.aclose()
         assert upstream.closed == 1

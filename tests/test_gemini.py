@@ -254,7 +254,10 @@ def test_sdk_objects_stay_sdk_objects() -> None:
     assert "".join(c.text or "" for c in out) == "The answer is 4."
     last = out[-1].candidates[0]
     assert last.finish_reason == types.FinishReason.STOP
+    assert type(last.finish_reason) is types.FinishReason
     assert last.finish_message == "</answer>"
+    out[-1].model_dump()  # no serializer warning (warnings are errors here)
+    out[-1].model_dump_json()
     # A changed chunk went through JSON: its bytes fields decode as the SDK decodes a body.
     changed = out[1].candidates[0].content.parts[0]
     assert changed.text == " is 4."

@@ -9,7 +9,6 @@ import asyncio
 import copy
 import itertools
 import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -142,11 +141,21 @@ def test_held_text_is_released_with_the_finish_reason() -> None:
     assert not stream.stopped
 
 
-def test_held_text_is_flushed_when_the_upstream_ends_early() -> None:
-    out = list(wrap_chat([chunk("a </ans")], ["</answer>"]))
+def test_a_dropped_stream_invents_no_ending_and_keeps_the_held_text() -> None:
+    stream = wrap_chat([chunk("a </ans")], ["</answer>"])
+    out = list(stream)
+    assert contents(out) == "a "
+    assert all(c["choices"][0]["finish_reason"] is None for c in out)
+    assert not stream.complete
+    assert stream.pending == {0: "</ans"}
+
+
+def test_complete_once_every_choice_has_its_finish_reason() -> None:
+    stream = wrap_chat([chunk("a </ans"), chunk(None, finish="length")], ["</answer>"])
+    out = list(stream)
     assert contents(out) == "a </ans"
-    assert out[-1]["choices"][0]["finish_reason"] is None
-    assert out[-1]["id"] == "chatcmpl-1" and out[-1]["model"] == "m"
+    assert stream.complete
+    assert stream.pending == {}
 
 
 def test_upstream_stop_reason_is_reported() -> None:
@@ -316,7 +325,7 @@ def test_upstream_exception_propagates() -> None:
     assert list(stream) == []
 
 
-def test_concurrent_next_is_an_error_and_close_waits_for_it() -> None:
+def test_concurrent_next_is_an_error_and_close_does_not_wait_for_it() -> None:
     entered, release = threading.Event(), threading.Event()
 
     def slow() -> Iterator[Chunk]:
@@ -328,32 +337,34 @@ def test_concurrent_next_is_an_error_and_close_waits_for_it() -> None:
     stream = wrap_chat(slow(), ["STOP"])
     next(stream)
     results: list[Chunk] = []
-    reader = threading.Thread(target=lambda: results.append(next(stream)))
+    reader = threading.Thread(target=lambda: results.extend(stream))
     reader.start()
     assert entered.wait(10)
     with pytest.raises(RuntimeError, match="already being iterated"):
         next(stream)
-    closer = threading.Thread(target=stream.close)
-    closer.start()
-    time.sleep(0.05)
-    assert closer.is_alive()  # close() waits for the next() in progress
+    stream.close()  # returns at once: the running pull ends the stream when it returns
     release.set()
     reader.join(10)
-    closer.join(10)
-    assert results[0]["choices"][0]["delta"]["content"] == "b"
+    assert results == []  # the item pulled after the close is not delivered
     assert list(stream) == []
 
 
-def test_close_from_inside_the_upstream_is_an_error() -> None:
+def test_close_from_inside_the_upstream_ends_the_stream() -> None:
+    closed: list[bool] = []
+
     def upstream() -> Iterator[Chunk]:
-        yield chunk("a")
-        stream.close()
-        yield chunk("b")
+        try:
+            yield chunk("a")
+            stream.close()
+            yield chunk("b")
+        except GeneratorExit:
+            closed.append(True)
+            raise
 
     stream = wrap_chat(upstream(), ["STOP"])
     next(stream)
-    with pytest.raises(RuntimeError, match="inside"):
-        next(stream)
+    assert list(stream) == []
+    assert closed == [True]
 
 
 def test_argument_errors() -> None:
@@ -393,7 +404,11 @@ def test_output_matches_truncate_however_split(
     stream = wrap_chat(chunks, stops, include_stop=include_stop)
     out = list(stream)
     expected, stop = reference_truncate(text, stops, include_stop)
-    assert contents(out) == expected
+    # A stream dropped before its finish_reason keeps its held text instead of releasing it.
+    held = "".join(stream.pending.values())
+    assert contents(out) + held == expected
+    assert held == "" or not (finish or stop is not None)
+    assert stream.complete == (bool(chunks) and (finish or stop is not None))
     assert stream.stop_sequences.get(0) == stop
 
 

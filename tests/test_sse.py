@@ -100,11 +100,20 @@ def test_parser_field_syntax() -> None:
     assert [e.data for e in events] == [b"no space\n two spaces\n"]
 
 
-def test_parser_completes_an_unterminated_last_event() -> None:
+@pytest.mark.parametrize("tail", [b"data: y", b"data: y\r\n", b"data: y\n", b"event: x\r"])
+def test_parser_never_dispatches_an_unfinished_last_block(tail: bytes) -> None:
+    # WHATWG: an event the body ends in the middle of, before its blank line, is not dispatched.
     parser = SSEParser()
-    assert parser.feed(b"data: x\r\n\r\ndata: y") != []
+    (first,) = parser.feed(b"data: x\r\n\r\n" + tail)
+    assert first.data == b"x"
+    assert parser.finish() == []
+
+
+def test_parser_a_final_cr_ends_the_last_block() -> None:
+    parser = SSEParser()
+    assert parser.feed(b"data: x\r\r") == []  # the last "\r" may be half of "\r\n"
     (last,) = parser.finish()
-    assert last.data == b"y" and last.raw == b"data: y\r\n\r\n"
+    assert last.data == b"x" and last.raw == b"data: x\r\r"
 
 
 # --- OpenAI ----------------------------------------------------------------------------------

@@ -435,7 +435,9 @@ def test_upstream_exception_from_iterator_object_then_close_once() -> None:
     with pytest.raises(UpstreamError, match="second item"):
         next(s)
     assert s.pending == "<a"
-    assert upstream.closed == 0
+    assert s.stop_reason is None
+    # The stream ended and closed the upstream; closing it again does nothing.
+    assert upstream.closed == 1
     s.close()
     s.close()
     del s

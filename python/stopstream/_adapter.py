@@ -3,24 +3,25 @@
 An adapter is a *machine* that takes one decoded stream event (a JSON object as a ``dict``) at a
 time and returns the events to emit in its place. Every emitted event is paired with its
 *origin*: the input event it was derived from (the very same object when it passes through
-unchanged), or ``None`` for an event the machine synthesized. The stream classes below drive a
-machine from a sync or async upstream, convert SDK objects to and from ``dict``, and close the
-upstream when the machine asks for it (every stream stopped, ``on_stop="close"``).
+unchanged), or ``None`` for an event the machine synthesized. A *driver* (``ModelDriver`` here,
+``SSEDriver`` in ``stopstream.sse``) turns a machine into a lifecycle stage (see
+``stopstream._lifecycle``): it converts SDK objects to and from ``dict`` or parses SSE bytes.
+``SyncAdapterStream`` / ``AsyncAdapterStream`` run a stage from an upstream by the one stream
+lifecycle that ``wrap`` and ``awrap`` follow too.
 
-Nothing here imports a provider SDK: SDK objects are read with ``model_dump`` and rebuilt with
-the SDK model's own ``construct`` (recursive, no validation) or pydantic's ``model_validate``.
+Nothing here imports a provider SDK. SDK objects are read with ``model_dump``; a changed one is
+made with the object's own ``model_copy`` (only what changed is replaced, recursively), so its
+class, private state and helper methods survive (LiteLLM's ``ModelResponseStream`` included).
 """
 
 from __future__ import annotations
 
-import inspect
-import threading
-from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterable, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
-from stopstream._finalize import aclose_all
+from stopstream._lifecycle import AsyncPull
+from stopstream._wrap import pull
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -48,22 +49,16 @@ class Machine(Protocol):
         """Every stream stopped and ``on_stop="close"``: close the upstream, then call ``end``."""
         ...
 
+    @property
+    def complete(self) -> bool:
+        """The provider's terminal event was seen, or every text stream stopped."""
+        ...
+
     def feed(self, event: JSON) -> list[Emit]: ...
 
     def end(self) -> list[Emit]:
-        """The upstream ended (or was closed): the events still owed to the client."""
+        """The upstream ended by itself, or was closed after a stop: the events still owed."""
         ...
-
-
-class Driver(Protocol[_Out]):
-    """Turns upstream items into output items; what the stream classes drive."""
-
-    @property
-    def closing(self) -> bool: ...
-
-    def push(self, item: Any) -> list[_Out]: ...
-
-    def end(self) -> list[_Out]: ...
 
 
 # --- SDK objects <-> dicts --------------------------------------------------------------------
@@ -89,8 +84,95 @@ def as_json(item: object) -> JSON:
     )
 
 
+_MISSING = object()
+
+
+def _field_names(cls: type[Any]) -> dict[str, str]:
+    """API name (alias) -> attribute name, for a pydantic model class."""
+    fields = getattr(cls, "model_fields", None)
+    if not isinstance(fields, dict):
+        return {}
+    return {(getattr(f, "alias", None) or name): name for name, f in fields.items()}
+
+
+def _build(owner: type[Any], name: str, value: object) -> object:
+    """A value for field ``name`` of model class ``owner`` built from plain data."""
+    fields = getattr(owner, "model_fields", None)
+    field = fields.get(name) if isinstance(fields, dict) else None
+    if field is None:
+        return value
+    try:
+        from pydantic import TypeAdapter
+
+        return TypeAdapter(field.annotation).validate_python(value)
+    except Exception:
+        return value
+
+
+def _converted(owner: type[Any], name: str, current: object, new: object, old: object) -> object:
+    if isinstance(new, dict):
+        if callable(getattr(current, "model_copy", None)):
+            before = old if isinstance(old, dict) else as_json(current)
+            return update_model(current, new, before)
+        return _build(owner, name, new)
+    if isinstance(new, list) and isinstance(current, list):
+        olds = old if isinstance(old, list) and len(old) == len(current) else None
+        if olds is None:
+            olds = [as_json(c) if callable(getattr(c, "model_dump", None)) else c for c in current]
+        out: list[Any] = []
+        for position, value in enumerate(new):
+            # The element it came from: the same dict, else the one with its ``index``, else
+            # the one at its position.
+            source = next((j for j, o in enumerate(olds) if o is value), None)
+            if source is not None:
+                out.append(current[source])
+                continue
+            if isinstance(value, dict) and "index" in value:
+                source = next(
+                    (
+                        j
+                        for j, o in enumerate(olds)
+                        if isinstance(o, dict) and o.get("index") == value["index"]
+                    ),
+                    None,
+                )
+            if source is None and position < len(current):
+                source = position
+            if source is not None and isinstance(value, dict):
+                out.append(_converted(owner, name, current[source], value, olds[source]))
+            else:
+                out.append(value)
+        return out
+    if isinstance(new, list):
+        return _build(owner, name, new)
+    return new
+
+
+def update_model(obj: Any, new: JSON, old: JSON) -> object:
+    """A copy of the SDK model ``obj`` (whose dump is ``old``) holding ``new``.
+
+    Made with ``obj.model_copy(update=...)``, replacing only the fields whose values changed
+    (recursively, so an unchanged nested object is shared): the class, private attributes and
+    helper methods survive, which a rebuild from the dict (``construct``) loses for models that
+    set fields in their ``__init__`` (LiteLLM's stream chunks).
+    """
+    names = _field_names(type(obj))
+    update: dict[str, Any] = {}
+    for key, value in new.items():
+        before = old.get(key, _MISSING)
+        if value is before:
+            continue
+        name = names.get(key, key)
+        current = getattr(obj, name, None)
+        update[name] = _converted(type(obj), name, current, value, before)
+    for key in old:
+        if key not in new:
+            update[names.get(key, key)] = None
+    return obj.model_copy(update=update)
+
+
 def rebuild_model(cls: type[Any], data: JSON) -> object:
-    """An instance of the SDK model class ``cls`` holding ``data`` (API field names)."""
+    """A new instance of the SDK model class ``cls`` holding ``data`` (API field names)."""
     construct = getattr(cls, "construct", None)
     if callable(construct) and callable(getattr(cls, "to_dict", None)):
         # The OpenAI / Anthropic SDK models: recursive construction without validation, the
@@ -102,17 +184,29 @@ def rebuild_model(cls: type[Any], data: JSON) -> object:
     raise TypeError(f"cannot build a {cls.__name__} from a dict")
 
 
+Rebuild = Callable[[JSON, object, "JSON | None"], object]
+"""``(event, sample, view)``: an SDK object for an emitted event. ``sample`` is the upstream
+object it came from (then ``view`` is that object's dict) or, for a synthesized event, the
+latest upstream object (``view`` is ``None``)."""
+
+
+def rebuild_from_sample(value: JSON, sample: object, view: JSON | None) -> object:
+    """The default ``Rebuild``: the sample's own ``model_copy``, changed to hold ``value``."""
+    if callable(getattr(sample, "model_copy", None)):
+        return update_model(sample, value, view if view is not None else as_json(sample))
+    return rebuild_model(type(sample), value)
+
+
 class ModelDriver:
-    """Drives a machine with dicts or SDK objects, and emits the same kind.
+    """A machine as a lifecycle stage over dicts or SDK objects, emitting the same kind.
 
     An event that passes through unchanged is emitted as the very object received; a changed or
-    synthesized one is a new ``dict`` for dict input, or a new SDK object built by ``rebuild``
-    (given the new event and the latest upstream object) for SDK input.
+    synthesized one is a new ``dict`` for dict input, or an SDK object made by ``rebuild``.
     """
 
     __slots__ = ("_last", "_machine", "_rebuild")
 
-    def __init__(self, machine: Machine, rebuild: Callable[[JSON, object], object]) -> None:
+    def __init__(self, machine: Machine, rebuild: Rebuild = rebuild_from_sample) -> None:
         self._machine = machine
         self._rebuild = rebuild
         self._last: object = None
@@ -134,129 +228,39 @@ class ModelDriver:
             return item
         if item is None or isinstance(item, Mapping):
             return value
-        return self._rebuild(value, item)
-
-
-# --- closing the upstream ---------------------------------------------------------------------
-
-
-def _close_sync(objects: Iterable[object]) -> None:
-    error: BaseException | None = None
-    for obj in objects:
-        close = getattr(obj, "close", None)
-        if not callable(close):
-            continue
-        try:
-            result = close()
-            if inspect.isawaitable(result):
-                # An async object given to the sync API: nothing can await it here.
-                close_coro = getattr(result, "close", None)
-                if callable(close_coro):
-                    close_coro()
-        except BaseException as exc:  # close everything, then raise the first error
-            if error is None:
-                error = exc
-    if error is not None:
-        raise error
+        return self._rebuild(value, item, view)
 
 
 # --- the streams ------------------------------------------------------------------------------
 
 
 class SyncAdapterStream(Generic[_Out]):
-    """Iterator over the output of a driver fed from a sync upstream.
+    """Iterator over a stage's output, fed from a sync upstream by the stream lifecycle.
 
-    When the driver asks to close (every stream stopped), the upstream is closed at once: the
-    iterator, and the object given when that is a different object (an SDK ``Stream``, whose
-    ``close()`` releases the HTTP connection). The remaining output is then yielded and the
-    stream ends. ``close()`` and leaving a ``with`` block close the upstream too, once. An
-    upstream that runs out is not closed. An exception from the upstream propagates unchanged and
-    ends the stream.
+    The pulls run in the native driver (``stopstream._core.StopStream``), the one that ``wrap``
+    uses: the same rules for a stop, a close (also from another thread during a pull), a bad
+    item, an upstream error, and a stream dropped after a partial read.
     """
 
-    __slots__ = (
-        "_closed",
-        "_done",
-        "_driver",
-        "_iterator",
-        "_lock",
-        "_owner",
-        "_queue",
-        "_source",
-    )
+    __slots__ = ("__weakref__", "_pull")
 
-    def __init__(self, source: Iterable[Any], driver: Driver[_Out]) -> None:
+    def __init__(self, source: Iterable[Any], driver: Any) -> None:
         if not isinstance(source, Iterable):
             raise TypeError(f"stream must be an iterable, not {type(source).__name__}")
-        iterator = iter(source)
-        self._iterator: Iterator[Any] | None = iterator
-        self._source: object = None if iterator is source else source
-        self._driver = driver
-        self._queue: deque[_Out] = deque()
-        self._done = False
-        self._closed = False
-        self._lock = threading.Lock()
-        self._owner: int | None = None  # the thread inside __next__
+        self._pull = pull(source, driver)
 
     def __iter__(self) -> Self:
         return self
 
     def __next__(self) -> _Out:
-        if not self._lock.acquire(blocking=False):
-            raise RuntimeError("the stream is already being iterated (concurrent next())")
-        self._owner = threading.get_ident()
-        try:
-            return self._next()
-        finally:
-            self._owner = None
-            self._lock.release()
-
-    def _next(self) -> _Out:
-        queue = self._queue
-        while not queue:
-            iterator = self._iterator
-            if self._done or iterator is None:
-                raise StopIteration
-            try:
-                item = next(iterator)
-            except StopIteration:
-                self._done = True
-                self._iterator = self._source = None
-                queue.extend(self._driver.end())
-                continue
-            except BaseException:
-                self._done = True
-                raise
-            try:
-                queue.extend(self._driver.push(item))
-            except BaseException:
-                self._done = True
-                raise
-            if self._driver.closing:
-                self._done = True
-                self._close_upstream()
-                queue.extend(self._driver.end())
-        return queue.popleft()
-
-    def _close_upstream(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        iterator, source = self._iterator, self._source
-        self._iterator = self._source = None
-        _close_sync(obj for obj in (iterator, source) if obj is not None)
+        return next(self._pull)  # type: ignore[no-any-return]
 
     def close(self) -> None:
         """End the stream and close the upstream (once; later calls do nothing).
 
-        From another thread, waits for a ``next()`` in progress to return first.
+        From another thread during a pull it returns at once; see ``stopstream.wrap``.
         """
-        if self._owner == threading.get_ident():
-            raise RuntimeError("close() called from inside the stream's own next()")
-        with self._lock:
-            self._done = True
-            self._queue.clear()
-            self._close_upstream()
+        self._pull.close()
 
     def __enter__(self) -> Self:
         return self
@@ -270,90 +274,12 @@ class SyncAdapterStream(Generic[_Out]):
         self.close()
 
 
-class AsyncAdapterStream(Generic[_Out]):
-    """Async twin of ``SyncAdapterStream`` (``aclose()``, ``async with``).
+class AsyncAdapterStream(AsyncPull[_Out]):
+    """Async twin of ``SyncAdapterStream``: ``aclose()``, ``async with``, the same rules."""
 
-    The upstream is also closed when the task is cancelled while awaiting it.
-    """
+    __slots__ = ()
 
-    __slots__ = ("_busy", "_closed", "_done", "_driver", "_iterator", "_queue", "_source")
-
-    def __init__(self, source: AsyncIterable[Any], driver: Driver[_Out]) -> None:
+    def __init__(self, source: AsyncIterable[Any], driver: Any) -> None:
         if not isinstance(source, AsyncIterable):
             raise TypeError(f"stream must be an async iterable, not {type(source).__name__}")
-        iterator = source.__aiter__()
-        self._iterator: AsyncIterator[Any] | None = iterator
-        self._source: object = None if iterator is source else source
-        self._driver = driver
-        self._queue: deque[_Out] = deque()
-        self._done = False
-        self._closed = False
-        self._busy = False
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> _Out:
-        if self._busy:
-            raise RuntimeError("the stream is already being iterated (concurrent __anext__())")
-        self._busy = True
-        try:
-            return await self._next()
-        finally:
-            self._busy = False
-
-    async def _next(self) -> _Out:
-        queue = self._queue
-        while not queue:
-            iterator = self._iterator
-            if self._done or iterator is None:
-                raise StopAsyncIteration
-            try:
-                item = await iterator.__anext__()
-            except StopAsyncIteration:
-                self._done = True
-                self._iterator = self._source = None
-                queue.extend(self._driver.end())
-                continue
-            except BaseException as exc:
-                self._done = True
-                if not isinstance(exc, Exception):  # cancelled: release the upstream
-                    await self._close_upstream()
-                raise
-            try:
-                queue.extend(self._driver.push(item))
-            except BaseException:
-                self._done = True
-                raise
-            if self._driver.closing:
-                self._done = True
-                await self._close_upstream()
-                queue.extend(self._driver.end())
-        return queue.popleft()
-
-    async def _close_upstream(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        iterator, source = self._iterator, self._source
-        self._iterator = self._source = None
-        await aclose_all(obj for obj in (iterator, source) if obj is not None)
-
-    async def aclose(self) -> None:
-        """End the stream and close the upstream (once; later calls do nothing)."""
-        if self._busy:
-            raise RuntimeError("aclose() called while the stream is being iterated")
-        self._done = True
-        self._queue.clear()
-        await self._close_upstream()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+        super().__init__(source, driver)

@@ -1,95 +1,275 @@
-from collections.abc import Iterable
+"""The compiled core of stopstream: the API reference of its classes and functions.
+
+Every filter follows the rules of the contract (``docs/contract.md``): the earliest-ending stop
+wins (the longest among those ending there, then the first listed), output is cut before the stop
+(or after it with ``include_stop=True``), and only the longest suffix that could still begin a
+stop is held back.
+"""
+
+from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import Generic, Literal, TypeAlias, TypeVar, final
+from typing import Any, Generic, Literal, Protocol, TypeAlias, TypeVar, final
 
 from typing_extensions import Self
 
-__all__ = ["ByteStopFilter", "StopFilter", "StopStream", "truncate"]
+__all__ = ["ByteStopFilter", "StopFilter", "StopSet", "StopStream", "__version__", "truncate"]
 
-_Stops: TypeAlias = str | Iterable[str] | None
+__version__: str
+"""The package version (from ``rust/Cargo.toml``)."""
+
+_Stops: TypeAlias = "str | Iterable[str] | StopSet | None"
 _StopReason: TypeAlias = Literal["stop_sequence", "end"]
 _Chunk = TypeVar("_Chunk", str, bytes)
+
+class _Closer(Protocol):
+    def close(self) -> None: ...
+    def close_source(self) -> None: ...
+    def disarm(self) -> None: ...
+
+@final
+class StopSet:
+    """A stop list compiled once, accepted wherever ``stops`` is.
+
+    A gateway builds one per distinct list and hands it to every filter it creates; building a
+    filter from a ``StopSet`` skips parsing and compiling. A filter given a ``StopSet`` takes
+    the set's options: an option passed again with the same value is accepted, one that differs
+    is a ``ValueError``. Immutable, hashable, equal by value (stops and options), picklable.
+    """
+
+    def __new__(cls, stops: _Stops, include_stop: bool = False) -> Self:
+        """Compile ``stops``.
+
+        Args:
+            stops: ``None`` (no stops), one ``str``, an iterable of ``str``, or a ``StopSet``
+                (its options then apply, see the class docstring).
+            include_stop: keep the stop in the output; not given: ``False``, or the given set's own.
+
+        Raises:
+            TypeError: ``stops`` is not ``None``, a ``str``, an iterable of ``str`` or a
+                ``StopSet``.
+            ValueError: a stop is empty, or ``include_stop`` differs from a given set's.
+            MemoryError: the compiled list would exceed the size limit.
+        """
+    @property
+    def stops(self) -> tuple[str, ...]:
+        """The stops as given, in order (``stop_index`` indexes this tuple)."""
+    @property
+    def include_stop(self) -> bool:
+        """Whether filters built from this set keep the stop in their output."""
+    def __len__(self) -> int:
+        """The number of stops, duplicates included."""
+    def __eq__(self, value: object, /) -> bool:
+        """Equal to another ``StopSet`` with equal stops and options."""
+    def __hash__(self) -> int:
+        """A hash of the stops and options, consistent with ``==``."""
+    def __reduce__(self) -> tuple[type[StopSet], tuple[tuple[str, ...], bool]]:
+        """Pickled as its arguments; unpickling compiles the list again."""
 
 @final
 class StopFilter:
     """Incremental stop-sequence filter over ``str`` chunks."""
 
-    def __new__(cls, stops: _Stops, include_stop: bool = False) -> Self: ...
-    def feed(self, text: str) -> str: ...
-    def finish(self) -> str: ...
-    def reset(self) -> None: ...
+    def __new__(cls, stops: _Stops, include_stop: bool = False) -> Self:
+        """Create a filter.
+
+        Args:
+            stops: ``None``, one ``str``, an iterable of ``str``, or a ``StopSet``.
+            include_stop: keep the stop in the output; not given: ``False``, or the set's own.
+
+        Raises:
+            TypeError: ``stops`` has the wrong type.
+            ValueError: a stop is empty, or ``include_stop`` differs from the set's.
+        """
+    def feed(self, text: str) -> str:
+        """Feed a chunk; returns the text now safe to emit (possibly ``""``).
+
+        After a stop fired every later chunk returns ``""``.
+
+        Raises:
+            TypeError: ``text`` is not a ``str``.
+            RuntimeError: the filter is re-entered while in use.
+        """
+    def finish(self) -> str:
+        """End the stream: returns the held-back text (``""`` after a stop)."""
+    def reset(self) -> None:
+        """Start over with the same stops and options."""
     @property
-    def stops(self) -> tuple[str, ...]: ...
+    def stops(self) -> tuple[str, ...]:
+        """The stops as given, in order."""
     @property
-    def include_stop(self) -> bool: ...
+    def include_stop(self) -> bool:
+        """Whether the stop is kept in the output."""
     @property
-    def stopped(self) -> bool: ...
+    def stopped(self) -> bool:
+        """Whether a stop fired."""
     @property
-    def stop_sequence(self) -> str | None: ...
+    def stop_sequence(self) -> str | None:
+        """The stop that fired, else ``None``."""
     @property
-    def stop_index(self) -> int | None: ...
+    def stop_index(self) -> int | None:
+        """The position in ``stops`` of the stop that fired, else ``None``."""
     @property
-    def stop_reason(self) -> _StopReason | None: ...
+    def stop_reason(self) -> _StopReason | None:
+        """``"stop_sequence"`` after a stop, ``"end"`` after ``finish()``, else ``None``."""
     @property
-    def pending(self) -> str: ...
+    def pending(self) -> str:
+        """The text held back because it could begin a stop."""
 
 @final
 class ByteStopFilter:
     """Incremental stop-sequence filter over UTF-8 byte chunks split anywhere."""
 
-    def __new__(cls, stops: _Stops, include_stop: bool = False, errors: str = "strict") -> Self: ...
-    def feed(self, data: bytes | bytearray | memoryview) -> bytes: ...
-    def finish(self) -> bytes: ...
-    def reset(self) -> None: ...
+    def __new__(cls, stops: _Stops, include_stop: bool = False, errors: str = "strict") -> Self:
+        """Create a filter.
+
+        Args:
+            stops: ``None``, one ``str``, an iterable of ``str``, or a ``StopSet``.
+            include_stop: keep the stop in the output; not given: ``False``, or the set's own.
+            errors: ``"strict"`` (invalid UTF-8 raises) or ``"replace"`` (becomes U+FFFD).
+
+        Raises:
+            TypeError: ``stops`` has the wrong type.
+            ValueError: a stop is empty, ``errors`` is unknown, or ``include_stop`` differs
+                from the set's.
+        """
+    def feed(self, data: bytes | bytearray | memoryview) -> bytes:
+        """Feed a chunk; returns the bytes now safe to emit (possibly ``b""``).
+
+        Raises:
+            TypeError: ``data`` is not bytes-like.
+            UnicodeDecodeError: invalid UTF-8 with ``errors="strict"``.
+            RuntimeError: the filter is re-entered while in use.
+        """
+    def finish(self) -> bytes:
+        """End the stream: returns the held-back bytes.
+
+        Raises:
+            UnicodeDecodeError: the stream ends inside a character with ``errors="strict"``.
+        """
+    def reset(self) -> None:
+        """Start over with the same stops and options."""
     @property
-    def stops(self) -> tuple[str, ...]: ...
+    def stops(self) -> tuple[str, ...]:
+        """The stops as given, in order."""
     @property
-    def include_stop(self) -> bool: ...
+    def include_stop(self) -> bool:
+        """Whether the stop is kept in the output."""
     @property
-    def errors(self) -> str: ...
+    def errors(self) -> str:
+        """``"strict"`` or ``"replace"``."""
     @property
-    def stopped(self) -> bool: ...
+    def stopped(self) -> bool:
+        """Whether a stop fired."""
     @property
-    def stop_sequence(self) -> str | None: ...
+    def stop_sequence(self) -> str | None:
+        """The stop that fired, else ``None``."""
     @property
-    def stop_index(self) -> int | None: ...
+    def stop_index(self) -> int | None:
+        """The position in ``stops`` of the stop that fired, else ``None``."""
     @property
-    def stop_reason(self) -> _StopReason | None: ...
+    def stop_reason(self) -> _StopReason | None:
+        """``"stop_sequence"`` after a stop, ``"end"`` after ``finish()``, else ``None``."""
     @property
-    def pending(self) -> bytes: ...
+    def pending(self) -> bytes:
+        """The bytes held back: text that could begin a stop, then an incomplete character."""
 
 @final
 class StopStream(Generic[_Chunk]):
-    """Iterator applying stop sequences to an upstream iterable of chunks."""
+    """Iterator applying stop sequences to an upstream iterable of chunks (see ``wrap``)."""
 
     def __new__(
         cls,
-        chunks: Iterable[str] | Iterable[bytes | bytearray | memoryview],
-        stops: _Stops,
+        chunks: Iterable[str] | Iterable[bytes | bytearray | memoryview] | Iterable[Any],
+        stops: _Stops = None,
         include_stop: bool = False,
         errors: str = "strict",
-    ) -> Self: ...
-    def __iter__(self) -> Self: ...
-    def __next__(self) -> _Chunk: ...
-    def close(self) -> None: ...
-    def __enter__(self) -> Self: ...
+        *,
+        stage: Any = None,
+        closer: Callable[..., _Closer] | None = None,
+    ) -> Self:
+        """Wrap ``chunks``; ``stopstream.wrap`` is the entry point.
+
+        Args:
+            chunks: an iterable of ``str`` or of bytes-like chunks (the first item decides).
+            stops: ``None``, one ``str``, an iterable of ``str``, or a ``StopSet``.
+            include_stop: keep the stop in the output; not given: ``False``, or the set's own.
+            errors: ``"strict"`` or ``"replace"``, for bytes chunks.
+            closer: called as ``closer(iterator)`` or ``closer(iterator, chunks)`` (when
+                ``chunks`` is not its own iterator); the object returned is told ``close()``
+                when the stream stops or is closed, ``close_source()`` when it is closed during a
+                pull (close what is not the running iterator), and ``disarm()`` when the
+                upstream ran out.
+                ``wrap`` passes one that also closes the upstream when the stream is dropped.
+                ``None``: the stream never closes the upstream.
+            stage: a Python stage instead of the built-in filter (``push(item)`` returning a
+                piece or a list of items, ``closing``, ``end()``): how the provider adapters'
+                sync streams share this driver. ``stops`` is then unused.
+
+        Raises:
+            TypeError: ``chunks`` is not iterable, or ``stops`` has the wrong type.
+            ValueError: a stop is empty, ``errors`` is unknown, or ``include_stop`` differs
+                from the set's.
+        """
+    def __iter__(self) -> Self:
+        """The stream itself."""
+    def __next__(self) -> _Chunk:
+        """The next non-empty piece.
+
+        Raises:
+            StopIteration: after the piece in which a stop fired, or at the upstream's end.
+            TypeError: an item is neither ``str`` nor bytes-like, or changes kind.
+            UnicodeDecodeError: invalid UTF-8 in bytes chunks with ``errors="strict"``.
+            RuntimeError: the stream is already being iterated.
+        """
+    def close(self) -> None:
+        """Stop the stream and close the upstream (once; later calls do nothing).
+
+        From another thread (or from the upstream's own code) during a pull it returns at once
+        and never raises: ``chunks``, when it is not its own iterator, is closed right away (an
+        SDK stream's ``close()`` drops the connection, ending the pending read); the iterator
+        is closed by the pull as it returns, and the stream then ends.
+        """
+    def __enter__(self) -> Self:
+        """The stream itself."""
     def __exit__(
         self,
         *_args: type[BaseException] | BaseException | TracebackType | None,
-    ) -> bool: ...
+    ) -> bool:
+        """Close the stream; exceptions propagate."""
     @property
-    def stops(self) -> tuple[str, ...]: ...
+    def stops(self) -> tuple[str, ...]:
+        """The stops as given, in order."""
     @property
-    def include_stop(self) -> bool: ...
+    def include_stop(self) -> bool:
+        """Whether the stop is kept in the output."""
     @property
-    def stopped(self) -> bool: ...
+    def stopped(self) -> bool:
+        """Whether a stop fired."""
     @property
-    def stop_sequence(self) -> str | None: ...
+    def stop_sequence(self) -> str | None:
+        """The stop that fired, else ``None``."""
     @property
-    def stop_index(self) -> int | None: ...
+    def stop_index(self) -> int | None:
+        """The position in ``stops`` of the stop that fired, else ``None``."""
     @property
-    def stop_reason(self) -> _StopReason | None: ...
+    def stop_reason(self) -> _StopReason | None:
+        """``"stop_sequence"`` after a stop, ``"end"`` at the upstream's end, else ``None``."""
     @property
-    def pending(self) -> _Chunk: ...
+    def pending(self) -> _Chunk:
+        """The text (or bytes) held back."""
 
-def truncate(text: str, stops: _Stops, include_stop: bool = False) -> tuple[str, str | None]: ...
+def truncate(text: str, stops: _Stops, include_stop: bool = False) -> tuple[str, str | None]:
+    """Cut a whole text at the first stop.
+
+    Args:
+        text: the text.
+        stops: ``None``, one ``str``, an iterable of ``str``, or a ``StopSet``.
+        include_stop: keep the stop; not given: ``False``, or the set's own.
+
+    Returns:
+        ``(text cut, stop that fired or None)``; the text is returned as is when no stop fires.
+
+    Raises:
+        TypeError: ``text`` is not a ``str``, or ``stops`` has the wrong type.
+        ValueError: a stop is empty, or ``include_stop`` differs from the set's.
+    """

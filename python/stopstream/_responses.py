@@ -47,9 +47,11 @@ from stopstream._adapter import (
     OnStop,
     SyncAdapterStream,
     check_on_stop,
+    rebuild_from_sample,
     rebuild_model,
 )
 from stopstream._core import StopFilter
+from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:
     from stopstream._core import _Stops as Stops
@@ -89,9 +91,11 @@ class _Part:
 class ResponsesMachine:
     """The Responses adapter over decoded events (dicts); see the module docstring."""
 
-    def __init__(self, stops: Stops, include_stop: bool = False, on_stop: OnStop = "close") -> None:
-        self._stops = StopFilter(stops, include_stop).stops  # validates the stops once
-        self._include_stop = include_stop
+    def __init__(
+        self, stops: Stops, include_stop: bool | None = None, on_stop: OnStop = "close"
+    ) -> None:
+        self._set = stop_set(stops, include_stop)  # validates and compiles the stops once
+        self._stops = self._set.stops
         self._on_stop = check_on_stop(on_stop)
         self._parts: dict[PartKey, _Part] = {}  # open text parts
         self._items: dict[Any, JSON] = {}  # output_index -> item as added
@@ -187,9 +191,7 @@ class ResponsesMachine:
     def _part(self, key: PartKey, event: JSON) -> _Part:
         part = self._parts.get(key)
         if part is None:
-            part = self._parts[key] = _Part(
-                StopFilter(self._stops, self._include_stop), event.get("item_id")
-            )
+            part = self._parts[key] = _Part(StopFilter(self._set), event.get("item_id"))
             self.stop_sequences[key] = None
         return part
 
@@ -354,9 +356,12 @@ _EVENT_CLASSES = {
 }
 
 
-def rebuild(value: JSON, sample: object) -> object:
-    """An SDK event object for ``value``: of the sample's class when it is the same event type."""
+def rebuild(value: JSON, sample: object, view: JSON | None) -> object:
+    """An SDK event object for ``value``: the upstream event's own ``model_copy`` when it was
+    derived from one, else a new object of the SDK class for its type."""
     kind = value.get("type")
+    if view is not None and kind == getattr(sample, "type", None):
+        return rebuild_from_sample(value, sample, view)
     cls: type[Any] | None = None
     if kind == getattr(sample, "type", None):
         cls = type(sample)

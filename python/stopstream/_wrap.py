@@ -3,43 +3,65 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING, Any, overload
 
-from stopstream._core import StopStream
+from stopstream._core import StopSet, StopStream
+from stopstream._finalize import UpstreamCloser
 
 if TYPE_CHECKING:
     from stopstream._core import _Stops as Stops
+    from stopstream._lifecycle import Stage
 
 BytesLike = bytes | bytearray | memoryview
+
+
+def stop_set(stops: Stops, include_stop: bool | None) -> StopSet:
+    """``stops`` compiled, for the Python entry points: their ``include_stop=None`` means not
+    given (``False``, or a ``StopSet``'s own), which the native classes spell by omission."""
+    return StopSet(stops) if include_stop is None else StopSet(stops, include_stop)
 
 
 @overload
 def wrap(
     chunks: Iterable[str],
     stops: Stops,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     errors: str = "strict",
 ) -> StopStream[str]: ...
 @overload
 def wrap(
     chunks: Iterable[BytesLike],
     stops: Stops,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     errors: str = "strict",
 ) -> StopStream[bytes]: ...
 def wrap(
     chunks: Iterable[str] | Iterable[BytesLike],
     stops: Stops,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     errors: str = "strict",
 ) -> StopStream[str] | StopStream[bytes]:
     """Wrap an iterable of ``str`` (yields ``str``) or of bytes-like chunks (yields ``bytes``).
 
+    ``stops``: ``None``, one ``str``, an iterable of ``str`` or a ``StopSet``; ``include_stop``:
+    ``None`` (not given) means ``False``, or the ``StopSet``'s own.
+
     The stream yields only non-empty pieces and ends right after the piece in which a stop
     fired, closing the upstream (``close()`` on the iterator and on ``chunks`` where they have
-    one) as soon as the stop is seen. Closing the stream, leaving its ``with`` block, or
-    dropping it after partial iteration closes the upstream too, exactly once. An exception
-    from the upstream propagates unchanged; the stream then stays open (``stop_reason`` is
-    ``None``, ``pending`` keeps the held text) and iterating it again ends at once.
+    one) as soon as the stop is seen; a close that fails then is raised on the next pull.
+    Closing the stream, leaving its ``with`` block, or dropping it after partial iteration
+    (reference cycles included) closes the upstream too, exactly once. ``close()`` from another
+    thread during a pull returns at once and never raises: it closes ``chunks`` right away when
+    it is not its own iterator (an SDK stream, whose ``close()`` drops the connection and so
+    ends the pending read), and the pull closes the iterator as it returns. A bad item raises,
+    ends the stream and closes the upstream (a failing close is the error's ``__context__``).
+    An exception from the upstream propagates unchanged and ends the stream, closing the
+    upstream; ``stop_reason`` stays ``None`` and ``pending`` keeps the held text. Two
+    concurrent pulls: ``RuntimeError``.
     """
-    return StopStream(chunks, stops, include_stop, errors)
+    return StopStream(chunks, stop_set(stops, include_stop), errors=errors, closer=UpstreamCloser)
+
+
+def pull(source: Iterable[object], stage: Stage) -> StopStream[Any]:
+    """The native lifecycle driver over a Python stage (the adapters' sync streams)."""
+    return StopStream(source, stage=stage, closer=UpstreamCloser)

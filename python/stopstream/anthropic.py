@@ -24,6 +24,9 @@ Rules:
   exact input tokens, an output count that stops short of the real one). ``on_stop="drain"``:
   the upstream is read to its end silently (``ping`` events still pass, as keep-alives) and the
   ``message_delta`` carries the upstream's own final usage.
+- A dropped stream is not a finished one: when the upstream ends (or raises) before
+  ``message_stop``, no ending is invented, ``complete`` is ``False`` and the text an open
+  block held back stays in ``pending``.
 
 The SDK is not imported until an SDK event has to be synthesized (``anthropic.types``).
 """
@@ -42,9 +45,11 @@ from stopstream._adapter import (
     OnStop,
     SyncAdapterStream,
     check_on_stop,
+    rebuild_from_sample,
     rebuild_model,
 )
 from stopstream._core import StopFilter
+from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:
     from stopstream._core import _Stops as Stops
@@ -68,9 +73,11 @@ _MESSAGE_STOP: JSON = {"type": "message_stop"}
 class MessagesMachine:
     """The Messages adapter over decoded events (dicts); see the module docstring."""
 
-    def __init__(self, stops: Stops, include_stop: bool = False, on_stop: OnStop = "close") -> None:
-        self._stops = StopFilter(stops, include_stop).stops  # validates the stops once
-        self._include_stop = include_stop
+    def __init__(
+        self, stops: Stops, include_stop: bool | None = None, on_stop: OnStop = "close"
+    ) -> None:
+        self._set = stop_set(stops, include_stop)  # validates and compiles the stops once
+        self._stops = self._set.stops
         self._on_stop = check_on_stop(on_stop)
         self._kinds: dict[Any, Any] = {}  # block index -> content block type
         self._filters: dict[Any, StopFilter] = {}  # open text blocks
@@ -80,6 +87,17 @@ class MessagesMachine:
         self.stop_reason: str | None = None
         self.stop_sequence: str | None = None
         self.stop_index: int | None = None
+        self._terminal = False  # message_stop seen
+
+    @property
+    def complete(self) -> bool:
+        """``message_stop`` was seen, or a stop fired here."""
+        return self._terminal or self.stopped
+
+    @property
+    def pending(self) -> str:
+        """The text held back in the open text blocks (in block order)."""
+        return "".join(f.pending for f in self._filters.values())
 
     @property
     def stops(self) -> tuple[str, ...]:
@@ -140,12 +158,14 @@ class MessagesMachine:
                         self.stop_index = self._stops.index(sequence)
             emits.append((event, event))
             return emits
+        if kind == "message_stop":
+            self._terminal = True
         return [(event, event)]  # message_stop, ping, error, and anything new
 
     def _filter(self, index: Any) -> StopFilter:
         f = self._filters.get(index)
         if f is None:
-            f = self._filters[index] = StopFilter(self._stops, self._include_stop)
+            f = self._filters[index] = StopFilter(self._set)
         return f
 
     def _block_start(self, event: JSON) -> list[Emit]:
@@ -236,8 +256,8 @@ class MessagesMachine:
         self._phase = "ended"
         if phase == "closing" or phase == "draining":
             return [(self._final_delta(None), None), (dict(_MESSAGE_STOP), None)]
-        if phase == "open":  # the upstream ended early: release what is held back
-            return self._flush()
+        # The upstream ended by itself. Without its ``message_stop`` it was dropped, not
+        # finished: invent no ending, and keep what the open blocks hold back (``pending``).
         return []
 
 
@@ -251,9 +271,11 @@ _EVENT_CLASSES = {
 }
 
 
-def _rebuild(value: JSON, sample: object) -> object:
+def _rebuild(value: JSON, sample: object, view: JSON | None) -> object:
     kind = value.get("type")
     cls: type[Any] | None = None
+    if view is not None and kind == getattr(sample, "type", None):
+        return rebuild_from_sample(value, sample, view)
     if kind == getattr(sample, "type", None):
         cls = type(sample)
     elif isinstance(kind, str) and kind in _EVENT_CLASSES:
@@ -296,6 +318,16 @@ class _MessagesResult:
         """The position of ``stop_sequence`` in ``stops``, or ``None``."""
         return self._machine.stop_index
 
+    @property
+    def complete(self) -> bool:
+        """``message_stop`` arrived or a stop fired: ``False`` for a dropped stream."""
+        return self._machine.complete
+
+    @property
+    def pending(self) -> str:
+        """Text held back in the open text blocks, kept (not released) by a dropped stream."""
+        return self._machine.pending
+
 
 class MessagesStopStream(SyncAdapterStream[_T], _MessagesResult):
     """Iterator over Messages stream events with stop sequences applied."""
@@ -321,7 +353,7 @@ def wrap_messages(
     stream: Iterable[_T],
     stops: Stops,
     *,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     on_stop: OnStop = "close",
 ) -> MessagesStopStream[_T]:
     """Apply ``stops`` to a stream of Messages raw stream events (SDK objects or dicts).
@@ -337,7 +369,7 @@ def awrap_messages(
     stream: AsyncIterable[_T],
     stops: Stops,
     *,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     on_stop: OnStop = "close",
 ) -> AsyncMessagesStopStream[_T]:
     """Async twin of ``wrap_messages`` (an ``AsyncStream`` from ``AsyncAnthropic``, say)."""

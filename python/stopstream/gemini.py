@@ -34,7 +34,8 @@ Rules:
   every candidate seen so far.
 
 The SDK is not imported: objects are read with ``model_dump`` and changed chunks rebuilt with
-the chunk's own class from JSON (``model_validate_json``, so ``bytes`` fields round-trip).
+the chunk's own class from JSON (``model_validate_json``: enums and ``bytes`` fields come out
+as the SDK's own parsing makes them).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from stopstream._adapter import (
     check_on_stop,
 )
 from stopstream._core import StopFilter
+from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:
     from stopstream._core import _Stops as Stops
@@ -86,12 +88,12 @@ class GeminiMachine:
     def __init__(
         self,
         stops: Stops,
-        include_stop: bool = False,
+        include_stop: bool | None = None,
         on_stop: OnStop = "close",
         candidate_count: int | None = None,
     ) -> None:
-        self._stops = StopFilter(stops, include_stop).stops  # validates the stops once
-        self._include_stop = include_stop
+        self._set = stop_set(stops, include_stop)  # validates and compiles the stops once
+        self._stops = self._set.stops
         self._on_stop = check_on_stop(on_stop)
         if candidate_count is not None and (
             isinstance(candidate_count, bool)
@@ -180,7 +182,7 @@ class GeminiMachine:
         status = self._status.get(index)
         if status is None:
             status = self._status[index] = _OPEN
-            self._filters[index] = StopFilter(self._stops, self._include_stop)
+            self._filters[index] = StopFilter(self._set)
             self.stop_sequences[index] = None
             self.stop_indices[index] = None
             self.finish_reasons[index] = None
@@ -265,12 +267,16 @@ class GeminiMachine:
         return []
 
 
-def _rebuild(value: JSON, sample: object) -> object:
-    cls = type(sample)
-    validate_json = getattr(cls, "model_validate_json", None)
+def _rebuild(value: JSON, sample: object, view: JSON | None) -> object:
+    """A changed chunk: the sample's class, validated from JSON as the SDK reads a body.
+
+    Not ``model_copy``: that assigns values unvalidated, so ``finishReason: "STOP"`` would stay
+    a ``str`` where the SDK has a ``FinishReason`` enum, and every ``model_dump()`` of the chunk
+    would warn ("Expected `enum`"). Through JSON, base64 ``bytes`` fields (inline data, thought
+    signatures) decode as the SDK itself decodes them. The chunk has no private state to keep.
+    """
+    validate_json = getattr(type(sample), "model_validate_json", None)
     if callable(validate_json):
-        # Through JSON, so that base64 ``bytes`` fields (inline data, thought signatures)
-        # decode as the SDK itself decodes a response body.
         return validate_json(json.dumps(value))
     return value
 
@@ -348,7 +354,7 @@ def wrap(
     stream: Iterable[_T],
     stops: Stops,
     *,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     on_stop: OnStop = "close",
     candidate_count: int | None = None,
 ) -> GeminiStopStream[_T]:
@@ -364,7 +370,7 @@ def awrap(
     stream: AsyncIterable[_T],
     stops: Stops,
     *,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     on_stop: OnStop = "close",
     candidate_count: int | None = None,
 ) -> AsyncGeminiStopStream[_T]:

@@ -11,7 +11,7 @@ For each chat completion request with ``stop`` (``/v1/chat/completions``):
   ``stopstream.providers``), which stops go upstream: at most 4 to OpenAI, none to a model that
   rejects ``stop`` (o1, o3, o4-mini, the gpt-5 family, xAI's reasoning models), no
   whitespace-only ones to Anthropic. The request carries only those;
-- streamed responses are filtered with ``stopstream.openai``'s chat rules on LiteLLM's
+- streamed responses are filtered with ``stopstream.openai.awrap_chat`` on LiteLLM's
   ``ModelResponseStream`` chunks (a changed chunk keeps its class and ``_hidden_params``):
   every stop of the original list cuts the text, the choice ends with ``finish_reason:
   "stop"``, and the upstream stream is closed at once (which drops the provider connection and
@@ -27,18 +27,16 @@ This module imports ``litellm`` (``pip install 'stopstream[litellm]'``).
 
 from __future__ import annotations
 
-import copy
-from collections.abc import AsyncGenerator, AsyncIterable, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from litellm.integrations.custom_logger import CustomLogger
 
 import stopstream
-from stopstream._adapter import JSON, AsyncAdapterStream, ModelDriver
-from stopstream.openai import ChatMachine, _ChatResult
+from stopstream.openai import awrap_chat
 from stopstream.providers import PROVIDERS, split_stops
 
-__all__ = ["PROVIDER_NAMES", "LiteLLMChatStream", "StopstreamCallback", "callback", "rebuild_chunk"]
+__all__ = ["PROVIDER_NAMES", "StopstreamCallback", "callback"]
 
 #: LiteLLM's provider names -> ``stopstream.providers`` names.
 PROVIDER_NAMES: dict[str, str] = {
@@ -144,8 +142,9 @@ class StopstreamCallback(CustomLogger):
                 yield chunk
             return
         n = request_data.get("n")
-        machine = ChatMachine(stops, n=n if isinstance(n, int) and n > 1 else None)
-        async with LiteLLMChatStream(response, machine) as stream:
+        async with awrap_chat(
+            response, stops, n=n if isinstance(n, int) and n > 1 else None
+        ) as stream:
             async for chunk in stream:
                 yield chunk
 
@@ -165,30 +164,6 @@ class StopstreamCallback(CustomLogger):
                 message.content = text
                 choice.finish_reason = "stop"
         return response
-
-
-def rebuild_chunk(value: JSON, sample: object) -> object:
-    """A changed ``ModelResponseStream``: the same class, with the sample's private state.
-
-    LiteLLM's models build their nested choices in ``__init__`` and keep ``_hidden_params``
-    (response headers, model id, cost) as pydantic private attributes, which ``construct``
-    would leave unset: the proxy reads them from every chunk it sends.
-    """
-    rebuilt = type(sample)(**value)
-    private = getattr(sample, "__pydantic_private__", None)
-    if isinstance(private, dict):
-        object.__setattr__(rebuilt, "__pydantic_private__", copy.copy(private))
-    return rebuilt
-
-
-class LiteLLMChatStream(AsyncAdapterStream[Any], _ChatResult):
-    """``stopstream.openai.awrap_chat`` for LiteLLM's ``ModelResponseStream`` chunks."""
-
-    __slots__ = ("_machine",)
-
-    def __init__(self, stream: AsyncIterable[Any], machine: ChatMachine) -> None:
-        self._machine = machine
-        super().__init__(stream, ModelDriver(machine, rebuild_chunk))
 
 
 def _stops_of(data: Mapping[str, Any]) -> list[Any] | None:

@@ -18,9 +18,11 @@ Rules:
   choice holding the stop sequence. Later deltas of that choice are dropped; a chunk left with
   no choices is dropped unless it carries ``usage``.
 - Text held back because it may start a stop is released in the choice's next chunk, at the
-  latest in the chunk carrying the upstream's ``finish_reason`` (in a final chunk of its own if
-  the upstream ends without one). A chunk whose content was held back entirely is still
-  emitted, with ``content: ""``.
+  latest in the chunk carrying the upstream's ``finish_reason``. A chunk whose content was held
+  back entirely is still emitted, with ``content: ""``.
+- A dropped stream is not a finished one: when the upstream ends (or raises) before a choice
+  has its ``finish_reason``, no ending is invented, ``complete`` is ``False`` and the choice's
+  held text stays in ``pending``.
 - When every choice has stopped or finished (and at least one stop fired): with
   ``on_stop="close"`` the upstream is closed at once (``close()`` on the SDK stream, which
   releases the connection and cancels generation) and the stream ends, with a final usage chunk
@@ -35,8 +37,10 @@ Rules:
 (``client.responses.create(..., stream=True)``), which has no ``stop`` parameter at all; the
 rules are in ``stopstream._responses``.
 
-The SDK is not imported: SDK chunks are read with ``model_dump`` and changed chunks rebuilt with
-``ChatCompletionChunk.construct``, so ``choice.stop_reason`` is an extra field of the model.
+The SDK is not imported: SDK chunks are read with ``model_dump``, and a changed chunk is the
+upstream chunk's own ``model_copy`` with only the changed fields replaced (so class, private
+state and helpers survive, LiteLLM's ``ModelResponseStream`` included); ``choice.stop_reason``
+is an extra field of the model.
 """
 
 from __future__ import annotations
@@ -52,10 +56,10 @@ from stopstream._adapter import (
     OnStop,
     SyncAdapterStream,
     check_on_stop,
-    rebuild_model,
 )
 from stopstream._core import StopFilter
 from stopstream._responses import AsyncResponsesStopStream, ResponsesMachine, ResponsesStopStream
+from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:
     from stopstream._core import _Stops as Stops
@@ -84,12 +88,12 @@ class ChatMachine:
     def __init__(
         self,
         stops: Stops,
-        include_stop: bool = False,
+        include_stop: bool | None = None,
         on_stop: OnStop = "close",
         n: int | None = None,
     ) -> None:
-        self._stops = StopFilter(stops, include_stop).stops  # validates the stops once
-        self._include_stop = include_stop
+        self._set = stop_set(stops, include_stop)  # validates and compiles the stops once
+        self._stops = self._set.stops
         self._on_stop = check_on_stop(on_stop)
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
             raise ValueError(f"n must be a positive int or None, not {n!r}")
@@ -112,6 +116,22 @@ class ChatMachine:
     @property
     def closing(self) -> bool:
         return self._phase == "closing"
+
+    @property
+    def complete(self) -> bool:
+        """Every choice has its ``finish_reason`` (``n`` of them when ``n`` is given), or the
+        stream stopped here. ``[DONE]`` is transport and completes nothing."""
+        if self.stopped:
+            return True
+        status = self._status.values()
+        if not status or _OPEN in status:
+            return False
+        return self._n is None or len(self._status) >= self._n
+
+    @property
+    def pending(self) -> dict[int, str]:
+        """Per open choice: the text held back."""
+        return {i: self._filters[i].pending for i, s in self._status.items() if s == _OPEN}
 
     @property
     def draining(self) -> bool:
@@ -162,7 +182,7 @@ class ChatMachine:
         status = self._status.get(index)
         if status is None:
             status = self._status[index] = _OPEN
-            self._filters[index] = StopFilter(self._stops, self._include_stop)
+            self._filters[index] = StopFilter(self._set)
             self.stop_sequences[index] = None
             self.stop_indices[index] = None
             self.finish_reasons[index] = None
@@ -221,17 +241,10 @@ class ChatMachine:
             return []
         self._phase = "ended"
         if phase == "open":
-            # The upstream ended: release what every open choice still holds back.
-            flushed: list[JSON] = []
-            for index, status in self._status.items():
-                if status != _OPEN:
-                    continue
-                tail = self._filters[index].finish()
-                if tail:
-                    flushed.append(
-                        {"index": index, "delta": {"content": tail}, "finish_reason": None}
-                    )
-            return [(self._synthesized(flushed, None), None)] if flushed else []
+            # The upstream ended by itself: its chunks released everything a finished choice
+            # held. A choice without its ``finish_reason`` was dropped, not finished: invent
+            # no ending, and keep its held text (``pending``).
+            return []
         if phase == "draining" and self._drained is not None:
             drained = self._drained
             if drained.get("choices"):
@@ -240,10 +253,6 @@ class ChatMachine:
         if self._usage is not None:
             return [(self._synthesized([], self._usage), None)]
         return []
-
-
-def _rebuild(value: JSON, sample: object) -> object:
-    return rebuild_model(type(sample), value)
 
 
 class _ChatResult:
@@ -285,6 +294,16 @@ class _ChatResult:
         """Every choice has stopped or finished, and at least one stop fired here."""
         return self._machine.stopped
 
+    @property
+    def complete(self) -> bool:
+        """Every choice finished or stopped: ``False`` for a dropped stream."""
+        return self._machine.complete
+
+    @property
+    def pending(self) -> dict[int, str]:
+        """Per open choice: the text held back, kept (not released) by a dropped stream."""
+        return self._machine.pending
+
 
 class ChatStopStream(SyncAdapterStream[_T], _ChatResult):
     """Iterator over chat completion chunks with stop sequences applied (see ``wrap_chat``)."""
@@ -293,7 +312,7 @@ class ChatStopStream(SyncAdapterStream[_T], _ChatResult):
 
     def __init__(self, stream: Iterable[_T], machine: ChatMachine) -> None:
         self._machine = machine
-        super().__init__(stream, ModelDriver(machine, _rebuild))
+        super().__init__(stream, ModelDriver(machine))
 
 
 class AsyncChatStopStream(AsyncAdapterStream[_T], _ChatResult):
@@ -303,14 +322,14 @@ class AsyncChatStopStream(AsyncAdapterStream[_T], _ChatResult):
 
     def __init__(self, stream: AsyncIterable[_T], machine: ChatMachine) -> None:
         self._machine = machine
-        super().__init__(stream, ModelDriver(machine, _rebuild))
+        super().__init__(stream, ModelDriver(machine))
 
 
 def wrap_chat(
     stream: Iterable[_T],
     stops: Stops,
     *,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     on_stop: OnStop = "close",
     n: int | None = None,
 ) -> ChatStopStream[_T]:
@@ -328,7 +347,7 @@ def awrap_chat(
     stream: AsyncIterable[_T],
     stops: Stops,
     *,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     on_stop: OnStop = "close",
     n: int | None = None,
 ) -> AsyncChatStopStream[_T]:
@@ -340,7 +359,7 @@ def wrap_responses(
     stream: Iterable[_T],
     stops: Stops,
     *,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     on_stop: OnStop = "close",
 ) -> ResponsesStopStream[_T]:
     """Apply ``stops`` to a stream of Responses API events (SDK objects or dicts).
@@ -359,7 +378,7 @@ def awrap_responses(
     stream: AsyncIterable[_T],
     stops: Stops,
     *,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     on_stop: OnStop = "close",
 ) -> AsyncResponsesStopStream[_T]:
     """Async twin of ``wrap_responses`` (an ``AsyncStream`` from ``AsyncOpenAI``, say)."""

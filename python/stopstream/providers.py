@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from stopstream._core import StopFilter
+from stopstream._core import StopSet
 
 if TYPE_CHECKING:
     from stopstream._core import _Stops as Stops
@@ -232,10 +232,10 @@ def split_stops(
 ) -> StopSplit:
     """Split ``stops`` into what the upstream accepts and the rest.
 
-    ``stops``: anything stopstream accepts as stops, validated the same way. ``provider``: a
-    name from ``PROVIDERS`` (``model`` then picks its model rules), or a bare count (an ``int``;
-    ``0`` for a model that rejects ``stop``) or ``None`` for no limit. ``limit``: overrides the
-    count the table gives.
+    ``stops``: anything stopstream accepts as stops (a ``StopSet`` too), validated the same
+    way. ``provider``: a name from ``PROVIDERS`` (``model`` then picks its model rules), or a
+    bare count (an ``int``; ``0`` for a model that rejects ``stop``) or ``None`` for no limit.
+    ``limit``: overrides the count the table gives.
 
     ``upstream`` holds, in the order given, the first distinct stops the upstream accepts, up
     to its count; ``rest`` every other distinct stop (over the count, rejected by the upstream,
@@ -255,7 +255,7 @@ def split_stops(
     else:
         limits = Limits(_count(provider, "limit"))
     count = limits.count if limit is None else _count(limit, "limit")
-    items: Sequence[Any] = StopFilter(stops).stops  # validated; the items as given
+    items: Sequence[Any] = StopSet(stops).stops  # validated; the items as given
     upstream: list[str] = []
     rest: list[Any] = []
     seen: set[Any] = set()

@@ -16,7 +16,9 @@ body, ``wrap_responses`` / ``awrap_responses`` the Responses API's rules (see
 Parsing follows the SSE standard: events end at a blank line and may be split anywhere across
 chunks; lines end in ``\\r\\n``, ``\\n`` or ``\\r``; comment lines (``: ...``) and
 ``id:`` / ``retry:`` / unknown fields are kept; several ``data:`` lines are one value joined
-with ``\\n``; a leading byte order mark is ignored.
+with ``\\n``; a leading byte order mark is ignored; a last block the body did not finish (no
+blank line after it) is not dispatched, and not forwarded: a body cut mid-event is a dropped
+stream (``complete`` is ``False``), never a finished one.
 
 What comes out:
 
@@ -151,19 +153,24 @@ class SSEParser:
         return events
 
     def finish(self) -> list[Event]:
-        """End of the body: a last block without its blank line is completed and returned."""
+        """End of the body. A last block that the body did not finish with its blank line is
+        discarded, not dispatched (WHATWG: "If the file ends in the middle of an event, before
+        the final empty line, the incomplete event is not dispatched"): a body cut mid-event
+        must not look finished."""
         events: list[Event] = []
         buffer = bytes(self._buffer)
         self._buffer.clear()
         self._scan = 0
-        if buffer:
-            if buffer.endswith(b"\r"):
-                self._line(buffer, 1, events)
-            else:
-                self._line(buffer + (self.eol or b"\n"), len(self.eol or b"\n"), events)
-        if self._lines:
-            self._line(self.eol or b"\n", len(self.eol or b"\n"), events)
+        if buffer.endswith(b"\r"):
+            # A "\r" held back as the possible first half of "\r\n" ends its line after all.
+            self._line(buffer, 1, events)
+        self._lines, self._data_at, self._values = [], [], []
         return events
+
+    @property
+    def partial(self) -> bool:
+        """Some of an unfinished block has been received."""
+        return bool(self._buffer) or bool(self._lines)
 
     def _line(self, raw: bytes, ending: int, events: list[Event]) -> None:
         content = raw[: len(raw) - ending]
@@ -226,9 +233,9 @@ class SSEDriver:
 
     def end(self) -> list[bytes]:
         out = bytearray()
-        if not self._machine.closing:  # the upstream ended by itself
-            for event in self._parser.finish():
-                self._event(event, out)
+        # The blocks the end of the body completes (a final "\r"); an unfinished one is dropped.
+        for event in self._parser.finish():
+            self._event(event, out)
         if not self._ended:
             self._ended = True
             self._write(self._machine.end(), None, None, out)
@@ -327,7 +334,7 @@ def wrap_openai(
     body: Iterable[BytesLike],
     stops: Stops,
     *,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     on_stop: OnStop = "close",
     n: int | None = None,
 ) -> OpenAISSEStream:
@@ -342,7 +349,7 @@ def awrap_openai(
     body: AsyncIterable[BytesLike],
     stops: Stops,
     *,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     on_stop: OnStop = "close",
     n: int | None = None,
 ) -> AsyncOpenAISSEStream:
@@ -354,7 +361,7 @@ def wrap_anthropic(
     body: Iterable[BytesLike],
     stops: Stops,
     *,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     on_stop: OnStop = "close",
 ) -> AnthropicSSEStream:
     """Apply ``stops`` to a Messages SSE body (an iterable of bytes); yields bytes.
@@ -368,7 +375,7 @@ def awrap_anthropic(
     body: AsyncIterable[BytesLike],
     stops: Stops,
     *,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     on_stop: OnStop = "close",
 ) -> AsyncAnthropicSSEStream:
     """Async twin of ``wrap_anthropic``."""
@@ -419,7 +426,7 @@ def wrap_responses(
     body: Iterable[BytesLike],
     stops: Stops,
     *,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     on_stop: OnStop = "close",
 ) -> ResponsesSSEStream:
     """Apply ``stops`` to a Responses API SSE body (an iterable of bytes); yields bytes.
@@ -434,7 +441,7 @@ def awrap_responses(
     body: AsyncIterable[BytesLike],
     stops: Stops,
     *,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     on_stop: OnStop = "close",
 ) -> AsyncResponsesSSEStream:
     """Async twin of ``wrap_responses``."""
@@ -445,7 +452,7 @@ def wrap_gemini(
     body: Iterable[BytesLike],
     stops: Stops,
     *,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     on_stop: OnStop = "close",
     candidate_count: int | None = None,
 ) -> GeminiSSEStream:
@@ -461,7 +468,7 @@ def awrap_gemini(
     body: AsyncIterable[BytesLike],
     stops: Stops,
     *,
-    include_stop: bool = False,
+    include_stop: bool | None = None,
     on_stop: OnStop = "close",
     candidate_count: int | None = None,
 ) -> AsyncGeminiSSEStream:

@@ -39,7 +39,7 @@
 //! * Long inputs skip ahead with `memchr` while no stop is in progress.
 
 // `unsafe` appears only in the Python bindings: their try-lock (`lock.rs`) and reading a `str`
-// in place (`py.rs`), each with its safety argument.
+// in place (`py/convert.rs`), each with its safety argument.
 #![deny(unsafe_code)]
 
 mod automaton;

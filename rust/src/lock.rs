@@ -6,7 +6,7 @@
 //! flag here is a plain `Cell` there and taking the lock is a load and a store; only the
 //! free-threaded build (`Py_GIL_DISABLED`) pays for an atomic compare-exchange.
 //!
-//! Soundness rests on two rules that callers keep (`py.rs` wraps `try_acquire` in a function
+//! Soundness rests on two rules that callers keep (`py/mod.rs` wraps `try_acquire` in a function
 //! that takes a `Python` token):
 //! * under the GIL, only the thread holding the GIL touches the flag or the value;
 //! * a guard is never held across `Python::detach` (the crate only detaches while holding no

@@ -1,0 +1,247 @@
+"""The stream lifecycle (contract §9): the async driver, and the stages it drives.
+
+Every pull API is a *driver* pulling items from an upstream and handing each to a *stage*, an
+I/O-free object that turns items into output:
+
+- ``stage.push(item)`` returns one piece (``str``/``bytes``, empty for none) or a ``list`` of
+  output items; it raises for a bad item;
+- ``stage.closing`` is true once the stage wants no more input (a stop fired and the upstream
+  should be closed now);
+- ``stage.end()`` returns the output still owed once the upstream is done: after it ran out by
+  itself, or after ``closing`` and the close. It is not called after an upstream error or a
+  close asked for by the consumer: a dropped stream is not a finished one.
+
+The sync driver is native (``stopstream._core.StopStream``, so that ``wrap`` costs no Python
+frame per chunk); ``AsyncPull`` below is its async twin. Both follow one policy, with the same
+states (open, pulling, close requested, closing, ended) and the same rules, checked by one test
+matrix over every entry point:
+
+1. a stop (``closing``): close the upstream at once, deliver the last piece and ``end()``'s
+   output, then end; a failing close is raised on the pull after the last output;
+2. ``aclose()``: closes the upstream exactly once. From another task while a pull waits it
+   returns at once and never raises: the object given (an SDK stream, whose ``close()`` drops
+   the connection and so ends the pending read) is closed right away, the iterator as soon as
+   the pull returns, and the stream ends;
+3. a bad item: the error propagates, the stream ends, the upstream is closed (a failing close is
+   the error's ``__context__``);
+4. an upstream error: propagates unchanged, the stream ends, the upstream is closed;
+5. cancellation while awaiting the upstream: the upstream is closed, the cancellation goes on;
+6. a second concurrent ``__anext__``: ``RuntimeError``.
+
+Errors that have nobody to be raised to (a close failing after an upstream error, or during a
+close from another task) go to the event loop's exception handler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections import deque
+from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+_Out = TypeVar("_Out")
+
+
+class Stage(Protocol):
+    """What a driver drives; see the module docstring."""
+
+    @property
+    def closing(self) -> bool: ...
+
+    def push(self, item: Any) -> Any: ...
+
+    def end(self) -> list[Any]: ...
+
+
+async def aclose_all(objects: Iterable[object]) -> None:
+    """Closes each object: ``aclose()`` where it has one, else ``close()`` (awaited when it
+    returns an awaitable, as the SDKs' async streams' ``close()`` does). All are closed even if
+    one fails; the first error is raised afterwards."""
+    error: BaseException | None = None
+    for obj in objects:
+        close = getattr(obj, "aclose", None)
+        if not callable(close):
+            close = getattr(obj, "close", None)
+        if not callable(close):
+            continue
+        try:
+            result = close()
+            if inspect.isawaitable(result):
+                await result
+        except BaseException as exc:
+            if error is None:
+                error = exc
+    if error is not None:
+        raise error
+
+
+def _report(message: str, exc: BaseException) -> None:
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    loop.call_exception_handler({"message": message, "exception": exc})
+
+
+class AsyncPull(Generic[_Out]):
+    """Async iterator driving a stage from an async upstream by the lifecycle rules."""
+
+    __slots__ = (
+        "_close_requested",
+        "_closed_source",
+        "_deferred",
+        "_done",
+        "_iterator",
+        "_position",
+        "_queue",
+        "_running",
+        "_source",
+        "_stage",
+    )
+
+    def __init__(self, source: AsyncIterable[Any], stage: Stage) -> None:
+        if not isinstance(source, AsyncIterable):
+            raise TypeError(f"expected an async iterable, not {type(source).__name__}")
+        iterator = source.__aiter__()
+        self._stage = stage
+        self._iterator: AsyncIterator[Any] | None = iterator
+        # The object given, when it is not its own iterator (an SDK stream): closed too.
+        self._source: object | None = None if iterator is source else source
+        self._closed_source = False
+        self._queue: deque[Any] = deque()
+        self._position = 0
+        self._done = False
+        self._running = False
+        self._close_requested = False
+        self._deferred: BaseException | None = None
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> _Out:
+        # One coroutine per item and no nested ones: each costs an allocation and a frame.
+        if self._running:
+            raise RuntimeError(
+                "stream is already being iterated (concurrent __anext__ or re-entrant call)"
+            )
+        self._running = True
+        try:
+            queue = self._queue
+            stage = self._stage
+            while True:
+                if queue:
+                    return queue.popleft()  # type: ignore[no-any-return]
+                if self._deferred is not None:
+                    exc, self._deferred = self._deferred, None
+                    raise exc
+                iterator = self._iterator
+                if self._done or iterator is None:
+                    raise StopAsyncIteration
+                try:
+                    item = await iterator.__anext__()
+                except StopAsyncIteration:
+                    if self._close_requested:
+                        await self._close_after_request()
+                        raise
+                    # Ran out by itself: nothing to close.
+                    self._done = True
+                    self._iterator = self._source = None
+                    queue.extend(stage.end())
+                    continue
+                except asyncio.CancelledError:
+                    self._done = True
+                    await self._close_quietly("closing the upstream after a cancellation")
+                    raise
+                except BaseException:
+                    if self._close_requested:
+                        # The close from elsewhere ended the read (a dropped connection).
+                        await self._close_after_request()
+                        raise StopAsyncIteration from None
+                    self._done = True
+                    await self._close_quietly("closing the upstream after its error")
+                    raise
+                if self._close_requested:
+                    await self._close_after_request()
+                    raise StopAsyncIteration
+                position = self._position
+                self._position = position + 1
+                try:
+                    out = stage.push(item)
+                except Exception as bad:
+                    self._done = True
+                    try:
+                        await self._close_upstream()
+                    except Exception as close_error:
+                        bad.__context__ = close_error
+                    raise
+                if out.__class__ is list:
+                    queue.extend(out)
+                    out = None
+                if stage.closing:
+                    self._done = True
+                    try:
+                        await self._close_upstream()
+                    except Exception as exc:
+                        self._deferred = exc
+                    queue.extend(stage.end())
+                if out:
+                    return out  # type: ignore[no-any-return]
+        finally:
+            self._running = False
+
+    async def _close_upstream(self) -> None:
+        """Closes what is left of the upstream (each object once)."""
+        iterator, source = self._iterator, self._source
+        self._iterator = self._source = None
+        if self._closed_source:
+            source = None
+        await aclose_all(obj for obj in (iterator, source) if obj is not None)
+
+    async def _close_quietly(self, message: str) -> None:
+        try:
+            await self._close_upstream()
+        except Exception as exc:
+            _report(message, exc)
+
+    async def _close_after_request(self) -> None:
+        self._done = True
+        self._queue.clear()
+        await self._close_quietly("closing the upstream after aclose() from another task")
+
+    async def aclose(self) -> None:
+        """End the stream and close the upstream (once; later calls do nothing).
+
+        From another task while this stream waits on the upstream, it returns at once without
+        raising: the object given is closed now where it is not the iterator itself (an SDK
+        stream's ``close()`` drops the connection, which ends the pending read), and the
+        waiting ``__anext__`` closes the iterator as soon as its pull returns, then ends.
+        """
+        self._done = True
+        self._queue.clear()
+        if not self._running:
+            await self._close_upstream()
+            return
+        self._close_requested = True
+        source = self._source
+        if source is not None and not self._closed_source:
+            self._closed_source = True
+            try:
+                await aclose_all((source,))
+            except Exception as exc:
+                _report("closing the upstream from aclose() during a pull", exc)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

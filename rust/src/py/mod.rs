@@ -1,0 +1,73 @@
+//! Python bindings: convert, call the core, map errors. Nothing else lives here.
+//!
+//! One file per concern: `convert` (chunks in and out), `errors` (exception mapping),
+//! `stopset` (compiled stop lists), `filters` (the push filters), `truncate` (one shot) and
+//! `stream` (the pull iterator). This file holds the module and the per-object lock helpers.
+//!
+//! Performance choices:
+//! * ASCII `str` chunks are read in place; other chunks are encoded onto the stack from the
+//!   string's own storage, so CPython never builds a UTF-8 copy per chunk. A chunk that passes
+//!   through whole is returned as the very same object.
+//! * Classes are `frozen`: no borrow flag. Per-object state sits behind a try-lock (`lock.rs`):
+//!   a plain flag under the GIL, an atomic in a free-threaded build. Filters take it only around
+//!   their pure-Rust work, building Python objects before and after, so no Python code (not even
+//!   a garbage-collection finalizer) runs while they hold it; in a free-threaded build concurrent
+//!   calls on one filter are serialized. The stream holds it across its upstream pull and
+//!   refuses a second entry instead.
+//! * The GIL is released only for one-shot `truncate` on large texts; for token-sized chunks a
+//!   release costs more than the scan.
+//! * Compiled stop lists are shared: a small cache of recent lists (`stopset.rs`; compared item
+//!   by item, or by identity for the same tuple), then `StopSet::cached`.
+
+mod convert;
+mod errors;
+mod filters;
+mod stopset;
+mod stream;
+mod truncate;
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+
+use crate::lock::{Guard, TryLock};
+
+/// The per-object lock, if free.
+#[inline]
+fn try_lock<'a, T>(_py: Python<'_>, m: &'a TryLock<T>) -> Option<Guard<'a, T>> {
+    // SAFETY: the token proves this thread is attached (holds the GIL in a GIL build), and no
+    // guard is kept across `Python::detach` in this module.
+    #[allow(unsafe_code)]
+    unsafe {
+        m.try_acquire()
+    }
+}
+
+/// The per-object lock of a filter. Filters hold it only around their pure-Rust work (Python
+/// objects are built before taking it and after releasing it), so under the GIL it is always
+/// free, except for a call that re-enters the filter while it is held, which can only come from
+/// a bug: that raises `RuntimeError` rather than deadlock. In a free-threaded build a concurrent
+/// call on the same filter yields its thread, detached from the interpreter, until the holder
+/// is done: calls are serialized.
+fn lock<'a, T>(py: Python<'_>, m: &'a TryLock<T>) -> PyResult<Guard<'a, T>> {
+    loop {
+        if let Some(g) = try_lock(py, m) {
+            return Ok(g);
+        }
+        if cfg!(not(Py_GIL_DISABLED)) {
+            return Err(PyRuntimeError::new_err("filter called re-entrantly while in use"));
+        }
+        py.detach(std::thread::yield_now);
+    }
+}
+
+/// The compiled part of `stopstream`.
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<filters::StopFilter>()?;
+    m.add_class::<filters::ByteStopFilter>()?;
+    m.add_class::<stream::StopStream>()?;
+    m.add_class::<stopset::Compiled>()?;
+    m.add_function(wrap_pyfunction!(truncate::truncate, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,575 @@
+//! The native pull iterator `StopStream`: wraps an upstream iterable of `str` or bytes chunks.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use pyo3::exceptions::{PyRuntimeError, PyTypeError};
+use pyo3::gc::PyVisit;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyIterator, PyList, PyString, PyTuple};
+use pyo3::PyTraverseError;
+
+use super::convert::{bytes_output, chunk_bytes, feed_str, make_str};
+use super::errors::{map_error, parse_errors, type_name};
+use super::stopset::{resolve, stop_index, stop_reason, stop_sequence, IncludeStop, Stops};
+use super::try_lock;
+use crate::lock::TryLock;
+use crate::{ByteStream, Status, TextStream};
+
+enum Mode {
+    /// No item seen yet: the first one decides.
+    Unknown,
+    Text(TextStream),
+    Bytes(ByteStream),
+    /// A Python stage (`stopstream._lifecycle.Stage`: `push`, `closing`, `end`): the provider
+    /// adapters. Its output items are queued here.
+    Stage(Py<PyAny>),
+}
+
+impl Mode {
+    fn status(&self) -> Status {
+        match self {
+            Mode::Unknown | Mode::Stage(_) => Status::Open,
+            Mode::Text(t) => t.status(),
+            Mode::Bytes(b) => b.status(),
+        }
+    }
+}
+
+struct StreamState {
+    mode: Mode,
+    /// The upstream iterator, until the stream ends or is cleared by the GC.
+    upstream: Option<Py<PyIterator>>,
+    /// Output owed to the consumer before anything else (a stage's items).
+    queue: VecDeque<Py<PyAny>>,
+    /// Items pulled so far (to name a bad item's position).
+    position: usize,
+    /// No more pulls: a stop fired, the upstream ended or raised, or the stream was closed.
+    done: bool,
+    /// The upstream was closed, or released after running out: no close is left to do.
+    settled: bool,
+    /// An exception from closing the upstream after a stop, raised after the last output.
+    deferred: Option<PyErr>,
+}
+
+impl StreamState {
+    /// No more pulls; the caller settles the upstream.
+    fn end(&mut self) {
+        self.done = true;
+        self.upstream = None;
+    }
+}
+
+/// The sync driver of the stream lifecycle (contract §9), over the built-in text or bytes
+/// filter (`wrap`) or over a Python stage (the provider adapters' sync streams).
+///
+/// `__next__` holds the state lock for its whole call, upstream pull included: one uncontended
+/// lock per chunk. A second `__next__` meanwhile (another thread, or re-entry from the upstream)
+/// finds the lock taken and raises `RuntimeError`, as a generator that is already executing
+/// does. A `close()` meanwhile never waits for it: it records the request, closes at once what
+/// can be closed while the pull runs (the object given, when it is not the iterator itself: an
+/// SDK stream, whose `close()` drops the connection and so ends the pending read), and the
+/// running `__next__` closes the rest as soon as its pull returns, then ends the stream. The
+/// attributes are read from a snapshot published after every `__next__`, so they never wait and
+/// can be read from anywhere, upstream code included.
+///
+/// The async driver (`stopstream._lifecycle.AsyncPull`) follows the same rules; one test matrix
+/// checks both over every entry point.
+#[pyclass(frozen, module = "stopstream._core")]
+pub(super) struct StopStream {
+    stops: Stops,
+    include_stop: bool,
+    replace: bool,
+    state: TryLock<StreamState>,
+    /// A `stopstream._finalize.UpstreamCloser` over the iterator and the object given, made by
+    /// the factory the Python side passes in. Dropping it closes what is still open (reference
+    /// cycles included: it is a Python object with a finalizer, which a native class cannot
+    /// have). Outside the state lock, so that `close()` reaches it during a pull; taken only for
+    /// a reference count, never across a call.
+    closer: Mutex<Option<Py<PyAny>>>,
+    /// What the attributes report, published after every `__next__`, so reading them never
+    /// waits for (or re-enters) a pull in progress.
+    snapshot: AtomicU64,
+    /// The incomplete character held by a bytes stream: length in the low byte, then the bytes.
+    tail: AtomicU32,
+    /// `close()` was called; a `__next__` running then ends the stream on its way out.
+    close_requested: AtomicBool,
+}
+
+/// A stream's attributes packed in one word: state id (32 bits), mode (2 bits), status (30 bits:
+/// 0 open, 1 finished, 2 + i stopped by stop i).
+#[derive(Clone, Copy)]
+struct Snapshot {
+    sid: u32,
+    mode: u8,
+    status: Status,
+}
+
+impl Snapshot {
+    const MODE_TEXT: u8 = 1;
+    const MODE_BYTES: u8 = 2;
+
+    fn pack(self) -> u64 {
+        let status: u64 = match self.status {
+            Status::Open => 0,
+            Status::Finished => 1,
+            Status::Stopped(i) => 2 + i as u64,
+        };
+        u64::from(self.sid) | u64::from(self.mode) << 32 | status << 34
+    }
+
+    fn unpack(word: u64) -> Snapshot {
+        let status = match word >> 34 {
+            0 => Status::Open,
+            1 => Status::Finished,
+            i => Status::Stopped((i - 2) as usize),
+        };
+        Snapshot { sid: word as u32, mode: (word >> 32) as u8 & 3, status }
+    }
+}
+
+impl StopStream {
+    fn closer(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        let guard = self.closer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        guard.as_ref().map(|c| c.clone_ref(py))
+    }
+
+    fn call_closer(&self, py: Python<'_>, method: &Bound<'_, PyString>) -> PyResult<()> {
+        match self.closer(py) {
+            Some(closer) => closer.bind(py).call_method0(method).map(drop),
+            None => Ok(()),
+        }
+    }
+
+    /// Ends the stream and closes what is still open of the upstream (each object once).
+    fn close_upstream(&self, py: Python<'_>, st: &mut StreamState) -> PyResult<()> {
+        st.end();
+        if std::mem::replace(&mut st.settled, true) {
+            return Ok(());
+        }
+        self.call_closer(py, pyo3::intern!(py, "close"))
+    }
+
+    /// Closes the upstream where nobody is left to tell of a failure: the error goes to
+    /// `sys.unraisablehook`.
+    fn close_quietly(&self, py: Python<'_>, st: &mut StreamState) {
+        if let Err(err) = self.close_upstream(py, st) {
+            err.write_unraisable(py, None);
+        }
+    }
+
+    /// Publishes the attributes after a change of state.
+    fn publish(&self, st: &StreamState) {
+        let (snap, tail) = match &st.mode {
+            Mode::Unknown | Mode::Stage(_) => {
+                (Snapshot { sid: 0, mode: 0, status: Status::Open }, 0)
+            }
+            Mode::Text(t) => {
+                (Snapshot { sid: t.state_id(), mode: Snapshot::MODE_TEXT, status: t.status() }, 0)
+            }
+            Mode::Bytes(b) => {
+                let mut tail = b.tail().len() as u32;
+                for (i, &byte) in b.tail().iter().enumerate() {
+                    tail |= u32::from(byte) << (8 * (i + 1));
+                }
+                let snap = Snapshot {
+                    sid: b.text().state_id(),
+                    mode: Snapshot::MODE_BYTES,
+                    status: b.status(),
+                };
+                (snap, tail)
+            }
+        };
+        self.tail.store(tail, Ordering::Relaxed);
+        self.snapshot.store(snap.pack(), Ordering::Release);
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        Snapshot::unpack(self.snapshot.load(Ordering::Acquire))
+    }
+
+    /// Feeds one upstream item; `Ok(None)` when it produced no output.
+    fn feed_item<'py>(
+        &self,
+        py: Python<'py>,
+        st: &mut StreamState,
+        item: &Bound<'py, PyAny>,
+        position: usize,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let set = &*self.stops.set;
+        if let Mode::Stage(stage) = &st.mode {
+            let out = stage.bind(py).call_method1(pyo3::intern!(py, "push"), (item,))?;
+            if let Ok(list) = out.cast::<PyList>() {
+                st.queue.extend(list.iter().map(Bound::unbind));
+                return Ok(None);
+            }
+            return Ok(out.is_truthy()?.then_some(out));
+        }
+        if let Mode::Text(t) = &mut st.mode {
+            if let Ok(text) = item.cast::<PyString>() {
+                let out = feed_str(py, set, text, |bytes| {
+                    let before = *t;
+                    Ok((before, t.feed(set, bytes)))
+                })?;
+                return Ok(out.map(Bound::into_any));
+            }
+        }
+        if matches!(st.mode, Mode::Unknown) {
+            if item.is_instance_of::<PyString>() {
+                st.mode = Mode::Text(TextStream::new(self.include_stop));
+                return self.feed_item(py, st, item, position);
+            } else if chunk_bytes(item)?.is_some() {
+                st.mode = Mode::Bytes(ByteStream::new(self.include_stop, self.replace));
+            } else {
+                return Err(PyTypeError::new_err(format!(
+                    "item at position {position} must be str or bytes-like, not {}",
+                    type_name(item)
+                )));
+            }
+        }
+        match &mut st.mode {
+            Mode::Bytes(b) => {
+                let Some(bytes) = chunk_bytes(item)? else {
+                    return Err(PyTypeError::new_err(format!(
+                        "item at position {position} is {}, but the stream started with bytes",
+                        type_name(item)
+                    )));
+                };
+                let mut buf = Vec::new();
+                let result = b.feed(set, &bytes, &mut buf);
+                let out = bytes_output(py, result, item, &bytes, &buf)?;
+                Ok((!out.as_bytes().is_empty()).then(|| out.into_any()))
+            }
+            _ => Err(PyTypeError::new_err(format!(
+                "item at position {position} is {}, but the stream started with str",
+                type_name(item)
+            ))),
+        }
+    }
+
+    /// The upstream ended: release what is held.
+    fn finish_mode<'py>(
+        &self,
+        py: Python<'py>,
+        st: &mut StreamState,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let set = &*self.stops.set;
+        match &mut st.mode {
+            Mode::Unknown => {
+                // An empty upstream ends like any other stream.
+                let mut t = TextStream::new(self.include_stop);
+                t.finish(set);
+                st.mode = Mode::Text(t);
+                Ok(None)
+            }
+            Mode::Text(t) => {
+                let held = t.finish(set);
+                Ok((!held.is_empty()).then(|| make_str(py, held)).transpose()?.map(Bound::into_any))
+            }
+            Mode::Bytes(b) => {
+                let mut out = Vec::new();
+                b.finish(set, &mut out).map_err(|e| map_error(py, &e))?;
+                Ok((!out.is_empty()).then(|| PyBytes::new(py, &out).into_any()))
+            }
+            Mode::Stage(stage) => {
+                stage_end(py, stage, &mut st.queue)?;
+                Ok(None)
+            }
+        }
+    }
+
+    fn next_piece<'py>(
+        &self,
+        py: Python<'py>,
+        st: &mut StreamState,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        loop {
+            if let Some(out) = st.queue.pop_front() {
+                return Ok(Some(out.into_bound(py)));
+            }
+            if st.done {
+                return st.deferred.take().map_or(Ok(None), Err);
+            }
+            let Some(upstream) = st.upstream.as_ref() else {
+                st.done = true;
+                continue;
+            };
+            let item = match upstream.bind(py).clone().next() {
+                Some(Ok(item)) => item,
+                None => {
+                    // Ran out by itself: nothing to close.
+                    st.end();
+                    st.settled = true;
+                    self.call_closer(py, pyo3::intern!(py, "disarm"))?;
+                    if let Some(out) = self.finish_mode(py, st)? {
+                        return Ok(Some(out));
+                    }
+                    continue;
+                }
+                Some(Err(err)) => {
+                    if self.close_requested.load(Ordering::Acquire) {
+                        // The close from elsewhere ended the read (a dropped connection).
+                        return Ok(None);
+                    }
+                    // Propagates unchanged; the stream ends and the upstream is closed.
+                    self.close_quietly(py, st);
+                    return Err(err);
+                }
+            };
+            if self.close_requested.load(Ordering::Acquire) {
+                return Ok(None); // closed during the pull: the item is not delivered
+            }
+            let position = st.position;
+            st.position += 1;
+            let fed = self.feed_item(py, st, &item, position);
+            let closing = fed.as_ref().map_or(Ok(false), |_| closing(py, st));
+            let out = match (fed, closing) {
+                (Ok(out), Ok(closing)) => {
+                    if !closing {
+                        if out.is_some() {
+                            return Ok(out);
+                        }
+                        continue;
+                    }
+                    out
+                }
+                (Err(err), _) | (_, Err(err)) => {
+                    // The bad item is consumed and cannot be fed again; going on would splice
+                    // the text around it. End the stream and cancel the upstream; a failure to
+                    // close is kept as the error's context.
+                    if let Err(close_error) = self.close_upstream(py, st) {
+                        err.set_context(py, Some(close_error));
+                    }
+                    return Err(err);
+                }
+            };
+            // A stop: close the upstream now, then deliver the last piece and what the stage
+            // still owes; a failing close is raised after them.
+            if let Err(err) = self.close_upstream(py, st) {
+                st.deferred = Some(err);
+            }
+            if let Mode::Stage(stage) = &st.mode {
+                stage_end(py, stage, &mut st.queue)?;
+            }
+            if out.is_some() {
+                return Ok(out);
+            }
+        }
+    }
+}
+
+/// Whether the item just fed ended the input: a stop fired, or the stage is closing.
+fn closing(py: Python<'_>, st: &StreamState) -> PyResult<bool> {
+    match &st.mode {
+        Mode::Stage(stage) => stage.bind(py).getattr(pyo3::intern!(py, "closing"))?.is_truthy(),
+        mode => Ok(matches!(mode.status(), Status::Stopped(_))),
+    }
+}
+
+/// Queues what a stage still owes once its upstream is done.
+fn stage_end(py: Python<'_>, stage: &Py<PyAny>, queue: &mut VecDeque<Py<PyAny>>) -> PyResult<()> {
+    let owed = stage.bind(py).call_method0(pyo3::intern!(py, "end"))?;
+    for item in owed.try_iter()? {
+        queue.push_back(item?.unbind());
+    }
+    Ok(())
+}
+
+#[pymethods]
+impl StopStream {
+    #[new]
+    #[pyo3(signature = (chunks, stops = None, include_stop = IncludeStop::default(), errors = "strict", *, stage = None, closer = None))]
+    #[pyo3(
+        text_signature = "(chunks, stops=None, include_stop=False, errors='strict', *, stage=None, closer=None)"
+    )]
+    fn new(
+        py: Python<'_>,
+        chunks: &Bound<'_, PyAny>,
+        stops: Option<&Bound<'_, PyAny>>,
+        include_stop: IncludeStop,
+        errors: &str,
+        stage: Option<Bound<'_, PyAny>>,
+        closer: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let replace = parse_errors(errors)?;
+        let (stops, include_stop) = resolve(py, stops, include_stop)?;
+        let upstream = PyIterator::from_object(chunks).map_err(|_| {
+            PyTypeError::new_err(format!("chunks must be iterable, not {}", type_name(chunks)))
+        })?;
+        let closer = match closer {
+            Some(factory) if upstream.is(chunks) => Some(factory.call1((&upstream,))?.unbind()),
+            Some(factory) => Some(factory.call1((&upstream, chunks))?.unbind()),
+            None => None,
+        };
+        let mode = match stage {
+            Some(stage) => Mode::Stage(stage.unbind()),
+            None => Mode::Unknown,
+        };
+        Ok(StopStream {
+            stops,
+            include_stop,
+            replace,
+            state: TryLock::new(StreamState {
+                mode,
+                upstream: Some(upstream.unbind()),
+                queue: VecDeque::new(),
+                position: 0,
+                done: false,
+                settled: false,
+                deferred: None,
+            }),
+            closer: Mutex::new(closer),
+            snapshot: AtomicU64::new(0),
+            tail: AtomicU32::new(0),
+            close_requested: AtomicBool::new(false),
+        })
+    }
+
+    fn __iter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let Some(mut st) = try_lock(py, &self.state) else {
+            return Err(PyRuntimeError::new_err(
+                "stream is already being iterated (concurrent or re-entrant call)",
+            ));
+        };
+        let mut result = self.next_piece(py, &mut st);
+        if self.close_requested.load(Ordering::Acquire) && !st.settled {
+            // Closed from elsewhere during the pull: the consumer wants no more output. The
+            // iterator is idle again, so it can be closed now.
+            st.queue.clear();
+            st.deferred = None;
+            let closed = self.close_upstream(py, &mut st);
+            result = closed.and(result.map(|_| None));
+        }
+        self.publish(&st);
+        drop(st);
+        if self.close_requested.load(Ordering::Acquire) {
+            // A `close()` that came after the check above found the lock taken and left its
+            // request (possible only in a free-threaded build): carry it out now.
+            if let Some(mut st) = try_lock(py, &self.state) {
+                st.queue.clear();
+                self.close_quietly(py, &mut st);
+            }
+        }
+        result
+    }
+
+    /// Ends the stream and closes the upstream (once; later calls do nothing).
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.close_requested.store(true, Ordering::Release);
+        if let Some(mut st) = try_lock(py, &self.state) {
+            st.queue.clear();
+            st.deferred = None;
+            return self.close_upstream(py, &mut st);
+        }
+        // A `__next__` is running (another thread, or this call comes from the upstream): close
+        // at once what can be closed while the iterator runs; the running call closes the rest
+        // as soon as its pull returns. Never raises, never waits.
+        if let Err(err) = self.call_closer(py, pyo3::intern!(py, "close_source")) {
+            err.write_unraisable(py, None);
+        }
+        Ok(())
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        // A stream in use is reachable anyway; only an idle one can be part of garbage.
+        // SAFETY: the collector calls `tp_traverse` on an attached thread (holding the GIL in a
+        // GIL build), which is what the lock relies on.
+        #[allow(unsafe_code)]
+        let guard = unsafe { self.state.try_acquire() };
+        if let Some(st) = guard {
+            visit.call(&st.upstream)?;
+            if let Mode::Stage(stage) = &st.mode {
+                visit.call(stage)?;
+            }
+            for item in &st.queue {
+                visit.call(item)?;
+            }
+        }
+        if let Ok(closer) = self.closer.try_lock() {
+            visit.call(closer.as_ref())?;
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        // The collector has already run the closer's finalizer (finalizers of a dead cycle run
+        // before anything in it is cleared); dropping the references is all that is left.
+        Python::attach(|py| {
+            if let Some(mut st) = try_lock(py, &self.state) {
+                st.end();
+                st.settled = true;
+                st.queue.clear();
+                if matches!(st.mode, Mode::Stage(_)) {
+                    st.mode = Mode::Unknown;
+                }
+            }
+            let closer = self.closer.lock().map(|mut c| c.take());
+            drop(closer);
+        });
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+
+    #[getter]
+    fn stops(&self, py: Python<'_>) -> Py<PyTuple> {
+        self.stops.tuple.clone_ref(py)
+    }
+
+    #[getter]
+    fn include_stop(&self) -> bool {
+        self.include_stop
+    }
+
+    #[getter]
+    fn stopped(&self) -> bool {
+        matches!(self.snapshot().status, Status::Stopped(_))
+    }
+
+    #[getter]
+    fn stop_sequence(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        stop_sequence(py, &self.stops, self.snapshot().status)
+    }
+
+    #[getter]
+    fn stop_index(&self) -> Option<usize> {
+        stop_index(self.snapshot().status)
+    }
+
+    #[getter]
+    fn stop_reason(&self) -> Option<&'static str> {
+        stop_reason(self.snapshot().status)
+    }
+
+    #[getter]
+    fn pending<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let snap = self.snapshot();
+        let set = &*self.stops.set;
+        let held = if self.include_stop || snap.status != Status::Open {
+            &[][..]
+        } else {
+            set.held(snap.sid)
+        };
+        if snap.mode == Snapshot::MODE_BYTES {
+            let mut out = held.to_vec();
+            if snap.status == Status::Open {
+                let tail = self.tail.load(Ordering::Relaxed).to_le_bytes();
+                out.extend_from_slice(&tail[1..=(tail[0] as usize).min(3)]);
+            }
+            return Ok(PyBytes::new(py, &out).into_any());
+        }
+        Ok(make_str(py, held)?.into_any())
+    }
+}

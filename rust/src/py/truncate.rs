@@ -1,0 +1,42 @@
+//! One-shot `truncate`: cut a whole text at the first stop.
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+
+use super::convert::{make_str, str_bytes};
+use super::errors::type_name;
+use super::stopset::{resolve, IncludeStop};
+
+/// Inputs at least this long are scanned with the GIL released.
+const DETACH_THRESHOLD: usize = 1 << 20;
+
+/// Cuts a whole text at the first stop: `(text, stop or None)`.
+#[pyfunction]
+#[pyo3(signature = (text, stops, include_stop = IncludeStop::default()))]
+#[pyo3(text_signature = "(text, stops, include_stop=False)")]
+pub(super) fn truncate<'py>(
+    py: Python<'py>,
+    text: &Bound<'py, PyAny>,
+    stops: Option<&Bound<'py, PyAny>>,
+    include_stop: IncludeStop,
+) -> PyResult<(Bound<'py, PyString>, Option<Py<PyAny>>)> {
+    let text = text.cast::<PyString>().map_err(|_| {
+        PyTypeError::new_err(format!("truncate() takes str, not {}", type_name(text)))
+    })?;
+    let (stops, include_stop) = resolve(py, stops, include_stop)?;
+    let bytes = str_bytes(text)?;
+    let set = &*stops.set;
+    let (n, hit) = if bytes.len() >= DETACH_THRESHOLD {
+        py.detach(|| set.truncate(&bytes, include_stop))
+    } else {
+        set.truncate(&bytes, include_stop)
+    };
+    let out = if hit.is_none() && text.is_exact_instance_of::<PyString>() {
+        text.clone()
+    } else {
+        make_str(py, &bytes[..n])?
+    };
+    let stop = hit.and_then(|i| stops.tuple.bind(py).get_item(i).ok().map(Bound::unbind));
+    Ok((out, stop))
+}
