@@ -4,6 +4,8 @@
 writes them); ``POST .../models/{model}:streamGenerateContent?alt=sse`` streams ``gemini``
 chunks (``data:`` lines, ``\\r\\n`` line ends, as the API writes them). Streams are paced and
 every request is recorded as in ``fake_upstream`` (events sent, client disconnected early).
+A non-streaming ``/v1/responses`` request gets the final response object. Every other path is
+served by a ``fake_upstream.FakeUpstream`` (``chat``: Chat Completions and Anthropic Messages).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from provider_scripts import (
 
 class FakeProviders:
     def __init__(self) -> None:
-        self._streamer = FakeUpstream()
+        self.chat = FakeUpstream()
         self.records: list[Record] = []
         self.reset()
 
@@ -30,7 +32,7 @@ class FakeProviders:
         self.responses: list[Event] = response_events(ResponseScript([]))
         self.gemini: list[Event] = []
         self.records = []
-        self._streamer.reset()
+        self.chat.reset()
 
     @property
     def last(self) -> Record:
@@ -38,6 +40,10 @@ class FakeProviders:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         assert scope["type"] == "http"
+        path: str = scope["path"]
+        if not (path.endswith("/responses") or path.endswith(":streamGenerateContent")):
+            await self.chat(scope, receive, send)
+            return
         raw = b""
         while True:
             message = await receive()
@@ -46,18 +52,18 @@ class FakeProviders:
             raw += message.get("body", b"")
             if not message.get("more_body"):
                 break
-        path: str = scope["path"]
         record = Record(path, json.loads(raw or b"{}"))
         self.records.append(record)
-        streamer = self._streamer
+        streamer = self.chat
         try:
-            if path.endswith("/responses"):
+            if path.endswith("/responses") and not record.body.get("stream"):
+                final = self.responses[-1].get("response")
+                await _json(send, 200, final if isinstance(final, dict) else {})
+            elif path.endswith("/responses"):
                 streamer.eol = "\n"
                 await streamer._stream(responses_sse(self.responses), record, receive, send)
-            elif path.endswith(":streamGenerateContent"):
+            else:
                 streamer.eol = "\r\n"
                 await streamer._stream(gemini_sse(self.gemini), record, receive, send)
-            else:
-                await _json(send, 404, {"error": {"message": f"not found: {path}"}})
         finally:
             record.finished.set()
