@@ -10,6 +10,35 @@ class cannot have a finalizer of its own.)
 from __future__ import annotations
 
 import inspect
+import socket
+
+
+def _shut_down_connection(stream: object) -> None:
+    """Shuts down the socket under an SDK stream's HTTP/1 response (``stream.response``).
+
+    Closing a socket does not wake a thread blocked reading it (on Linux the read goes on until
+    data comes, and no FIN is sent meanwhile), so the response's own ``close()`` alone would
+    leave the reading thread waiting and the generation running. ``shutdown`` ends the read at
+    once and tells the server. The socket comes from httpcore's documented ``network_stream``
+    response extension (httpx and httpx2); an HTTP/2 connection carries other streams too and
+    is left to the response's ``close()``.
+    """
+    response = getattr(stream, "response", None)
+    extensions = getattr(response, "extensions", None)
+    if not isinstance(extensions, dict):
+        return
+    if str(getattr(response, "http_version", "")).upper().startswith("HTTP/2"):
+        return
+    network = extensions.get("network_stream")
+    get_extra_info = getattr(network, "get_extra_info", None)
+    if not callable(get_extra_info):
+        return
+    try:
+        sock = get_extra_info("socket")
+        if isinstance(sock, socket.socket):
+            sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already closed
 
 
 class UpstreamCloser:
@@ -39,10 +68,13 @@ class UpstreamCloser:
             raise errors[0]
 
     def close_source(self) -> None:
-        """Closes the targets other than the iterator (the first), which is running: an SDK
-        stream's ``close()`` drops its connection, and so ends the read the iterator waits on."""
+        """Closes the targets other than the iterator (the first), which is running in another
+        thread: an SDK stream's ``close()`` drops its connection, which ends the read the
+        iterator waits on."""
         iterator, others = self.targets[:1], self.targets[1:]
         self.targets = iterator
+        for target in others:
+            _shut_down_connection(target)
         UpstreamCloser(*others).close()
 
     def disarm(self) -> None:
