@@ -18,6 +18,10 @@ For each chat completion request with ``stop`` (``/v1/chat/completions``):
   ends generation there);
 - non-streamed responses are cut with ``stopstream.truncate``.
 
+The provider and model are those of the model group's first deployment in the proxy's
+``model_list`` (or of the model name itself outside the proxy); for a group whose deployments
+differ, give the group a count of its own (``StopstreamCallback(limits={"group": 0})``).
+
 Requests in other shapes (``/v1/messages``, ``/v1/responses``, embeddings, ...) pass
 untouched. A provider the table does not know gets no stops upstream (``default_provider``:
 ``"none"``), so its requests cannot fail on them; every stop is still enforced here.
