@@ -11,7 +11,18 @@ import importlib
 from types import ModuleType
 
 from stopstream._aio import AsyncStopStream, awrap
-from stopstream._core import ByteStopFilter, StopFilter, StopSet, StopStream, __version__, truncate
+from stopstream._core import (
+    ByteStopFilter,
+    StopFilter,
+    StopSet,
+    StopStream,
+    TokenPiece,
+    TokenStopFilter,
+    Vocab,
+    __version__,
+    feed_batch,
+    truncate,
+)
 from stopstream._wrap import wrap
 
 __all__ = [
@@ -20,8 +31,12 @@ __all__ = [
     "StopFilter",
     "StopSet",
     "StopStream",
+    "TokenPiece",
+    "TokenStopFilter",
+    "Vocab",
     "__version__",
     "awrap",
+    "feed_batch",
     "truncate",
     "wrap",
 ]

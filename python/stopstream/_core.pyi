@@ -6,13 +6,24 @@ wins (the longest among those ending there, then the first listed), output is cu
 stop is held back.
 """
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, Generic, Literal, Protocol, TypeAlias, TypeVar, final
 
 from typing_extensions import Self
 
-__all__ = ["ByteStopFilter", "StopFilter", "StopSet", "StopStream", "__version__", "truncate"]
+__all__ = [
+    "ByteStopFilter",
+    "StopFilter",
+    "StopSet",
+    "StopStream",
+    "TokenPiece",
+    "TokenStopFilter",
+    "Vocab",
+    "__version__",
+    "feed_batch",
+    "truncate",
+]
 
 __version__: str
 """The package version (from ``rust/Cargo.toml``)."""
@@ -273,3 +284,126 @@ def truncate(text: str, stops: _Stops, include_stop: bool = False) -> tuple[str,
         TypeError: ``text`` is not a ``str``, or ``stops`` has the wrong type.
         ValueError: a stop is empty, or ``include_stop`` differs from the set's.
     """
+
+_TokenStopReason: TypeAlias = Literal["stop_sequence", "stop_token", "end"]
+
+@final
+class Vocab:
+    """A tokenizer's vocabulary: token id to bytes, in one contiguous buffer.
+
+    ``tokens[i]`` is id ``i``'s bytes (``None`` leaves the id unassigned: feeding it is an
+    error); ``special`` ids contribute no text, as when decoding with special tokens skipped.
+    ``strip_leading_space`` drops one space at the very start of a stream's text, as
+    SentencePiece-style decoders do.
+    """
+
+    def __new__(
+        cls,
+        tokens: Iterable[bytes | None],
+        *,
+        special: Iterable[int] | None = None,
+        strip_leading_space: bool = False,
+    ) -> Self: ...
+    @classmethod
+    def from_tiktoken(cls, encoding: object) -> Vocab:
+        """The vocabulary of a ``tiktoken.Encoding`` (its holes stay unassigned; its special
+        tokens are special)."""
+    @classmethod
+    def from_tokenizers(cls, tokenizer: object) -> Vocab:
+        """The vocabulary of a Hugging Face ``tokenizers.Tokenizer`` (or a fast
+        ``transformers`` tokenizer): byte-level BPE (``ByteLevel`` decoder), ``Metaspace``, and
+        SentencePiece-style ``Replace``/``ByteFallback``/``Fuse``/``Strip`` chains. Any other
+        decoder is a ``ValueError`` naming it. Special added tokens are special."""
+    def __len__(self) -> int:
+        """The number of ids, assigned or not: valid ids are ``range(len(vocab))``."""
+    def token_bytes(self, id: int) -> bytes | None:
+        """The bytes of ``id`` (``b""`` for a special token); ``None`` if it is not in the
+        vocabulary."""
+    def is_special(self, id: int) -> bool:
+        """Whether ``id`` is a special token."""
+    @property
+    def strip_leading_space(self) -> bool:
+        """Whether a stream's first space is dropped (SentencePiece-style decoders)."""
+
+@final
+class TokenPiece:
+    """What one ``feed``, ``finish`` or batch entry released. Immutable; equal pieces may be
+    one shared object (the usual step, one id in and its text out, returns the same piece for
+    the same token every time)."""
+
+    def __new__(cls, text: str, tokens: int) -> Self: ...
+    @property
+    def text(self) -> str:
+        """The text that is now safe to emit (may be empty)."""
+    @property
+    def tokens(self) -> int:
+        """How many more input tokens this text accounts for: forward that many ids and
+        logprobs with it."""
+    def __eq__(self, value: object, /) -> bool:
+        """Equal ``text`` and ``tokens``."""
+    def __hash__(self) -> int:
+        """Hash of ``(text, tokens)``."""
+
+@final
+class TokenStopFilter:
+    """Stop sequences and stop token ids over a stream of token ids: detokenizes and matches
+    in one pass, and counts which input tokens the emitted text covers."""
+
+    def __new__(
+        cls,
+        vocab: Vocab,
+        stops: _Stops,
+        *,
+        include_stop: bool = False,
+        stop_token_ids: Iterable[int] | None = None,
+        errors: str = "replace",
+    ) -> Self: ...
+    def feed(self, ids: Iterable[int]) -> TokenPiece:
+        """Take the next token ids; return the text now safe to emit and how many tokens it
+        releases. An id outside the vocabulary is a ``ValueError`` naming it, and the call
+        consumes nothing; ids after a stop in the same call are ignored unchecked."""
+    def finish(self) -> TokenPiece:
+        """End of input: release what is held back (idempotent)."""
+    def reset(self) -> None:
+        """Start a new stream with the same vocabulary, stops and settings."""
+    @property
+    def vocab(self) -> Vocab:
+        """The vocabulary."""
+    @property
+    def stops(self) -> tuple[str, ...]:
+        """The stop sequences, in the order given."""
+    @property
+    def stop_token_ids(self) -> tuple[int, ...]:
+        """The stop token ids, sorted, without duplicates."""
+    @property
+    def include_stop(self) -> bool:
+        """Whether the stop (sequence, or stop token's text) is emitted."""
+    @property
+    def errors(self) -> str:
+        """``"replace"`` (invalid UTF-8 becomes U+FFFD) or ``"strict"`` (it raises)."""
+    @property
+    def stopped(self) -> bool:
+        """Whether a stop sequence or a stop token ended the stream."""
+    @property
+    def stop_sequence(self) -> str | None:
+        """The stop sequence that fired, or ``None``."""
+    @property
+    def stop_index(self) -> int | None:
+        """The index in ``stops`` of the stop sequence that fired, or ``None``."""
+    @property
+    def stop_reason(self) -> _TokenStopReason | None:
+        """``"stop_sequence"``, ``"stop_token"``, ``"end"`` after ``finish()``, or ``None``."""
+    @property
+    def stop_token_id(self) -> int | None:
+        """The stop token id that ended the stream, or ``None``."""
+    @property
+    def pending(self) -> str:
+        """The text held back right now (without an incomplete UTF-8 character)."""
+
+def feed_batch(
+    filters: Sequence[TokenStopFilter], ids_per_filter: Sequence[Iterable[int]]
+) -> list[TokenPiece]:
+    """Feed ``ids_per_filter[i]`` to ``filters[i]`` for every ``i`` in one call, with the GIL
+    released for the work; the result equals feeding each alone. Filters may use different
+    vocabularies, and one filter may appear more than once (its entries are fed in order). All
+    or nothing: an error in any entry raises it (naming the entry) and changes no filter."""

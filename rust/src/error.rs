@@ -2,8 +2,8 @@
 
 use std::fmt;
 
-/// An error a caller can cause: an empty stop, invalid UTF-8 under strict decoding, or input fed
-/// to a finished stream. Opaque on purpose, so that new failure modes can be added without a
+/// An error a caller can cause: an empty stop, invalid UTF-8 under strict decoding, input fed
+/// to a finished stream, or a token id outside the vocabulary. Opaque on purpose, so that new failure modes can be added without a
 /// breaking change; ask it what happened with its accessors.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Error {
@@ -16,6 +16,8 @@ enum ErrorKind {
     TooLarge { total: usize },
     Decode(DecodeError),
     Finished,
+    Token { position: usize, id: i64 },
+    VocabTooLarge { total: usize },
 }
 
 /// Details of a UTF-8 decoding failure, shaped like Python's `UnicodeDecodeError`.
@@ -71,6 +73,28 @@ impl Error {
         }
     }
 
+    pub(crate) fn token(position: usize, id: i64) -> Error {
+        Error { kind: ErrorKind::Token { position, id } }
+    }
+
+    pub(crate) fn vocab_too_large(total: usize) -> Error {
+        Error { kind: ErrorKind::VocabTooLarge { total } }
+    }
+
+    /// A token id that is not in the vocabulary (out of range, or a hole), as `(position, id)`:
+    /// its position in the ids given to the call (or in the list of special or stop ids).
+    pub fn invalid_token(&self) -> Option<(usize, i64)> {
+        match self.kind {
+            ErrorKind::Token { position, id } => Some((position, id)),
+            _ => None,
+        }
+    }
+
+    /// Whether a vocabulary's tokens are too long in total (over 2^32 bytes).
+    pub fn is_vocab_too_large(&self) -> bool {
+        matches!(self.kind, ErrorKind::VocabTooLarge { .. })
+    }
+
     /// Whether input was fed to a stream after it was finished.
     pub fn is_finished(&self) -> bool {
         matches!(self.kind, ErrorKind::Finished)
@@ -94,6 +118,12 @@ impl fmt::Display for Error {
                 e.reason
             ),
             ErrorKind::Finished => f.write_str("feed() called after finish(); call reset() first"),
+            ErrorKind::Token { position, id } => {
+                write!(f, "token id {id} at position {position} is not in the vocabulary")
+            }
+            ErrorKind::VocabTooLarge { total } => {
+                write!(f, "vocabulary too large ({total}+ bytes of token text; the limit is 2^32)")
+            }
         }
     }
 }

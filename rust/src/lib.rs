@@ -12,6 +12,10 @@
 //!
 //! The answer never depends on how the text was split into chunks.
 //!
+//! Serving engines hold token ids rather than text: a [`Vocab`] and a [`TokenStream`] decode
+//! ids and match in one pass (over a [`ByteStream`]), and report how many input tokens the
+//! emitted text covers, so that text, ids and logprobs stay aligned.
+//!
 //! ```
 //! use stopstream::{StopSet, TextStream, Status};
 //!
@@ -45,6 +49,7 @@
 mod automaton;
 mod error;
 mod stream;
+mod tokens;
 mod utf8;
 
 #[cfg(any(feature = "python", test))]
@@ -58,6 +63,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 pub use crate::automaton::{Hit, Step};
 pub use crate::error::{DecodeError, Error};
 pub use crate::stream::{ByteOut, ByteStream, Emit, Status, TextStream};
+pub use crate::tokens::{Token, TokenStream, Vocab};
 pub use crate::utf8::encode_code_points;
 
 use crate::automaton::Automaton;
@@ -141,6 +147,12 @@ impl StopSet {
     fn is<B: AsRef<[u8]>>(&self, stops: &[B]) -> bool {
         let pats = self.automaton.patterns();
         pats.len() == stops.len() && pats.iter().zip(stops).all(|(p, s)| **p == *s.as_ref())
+    }
+
+    /// The empty stop list, shared.
+    pub(crate) fn none() -> &'static StopSet {
+        static NONE: OnceLock<StopSet> = OnceLock::new();
+        NONE.get_or_init(|| StopSet { automaton: Automaton::new(Vec::new()) })
     }
 
     pub(crate) fn automaton(&self) -> &Automaton {

@@ -8,9 +8,12 @@
 //!
 //! Soundness rests on two rules that callers keep (`py/mod.rs` wraps `try_acquire` in a function
 //! that takes a `Python` token):
-//! * under the GIL, only the thread holding the GIL touches the flag or the value;
-//! * a guard is never held across `Python::detach` (the crate only detaches while holding no
-//!   guard), so the flag is released by a thread that still holds the GIL.
+//! * under the GIL, only the thread holding the GIL touches the flag: a guard is taken with a
+//!   `Python` token, and dropped by a thread that holds the GIL again. A guard may be carried
+//!   across `Python::detach` (`feed_batch` does the Rust work of a whole batch detached, its
+//!   filters locked), but it is dropped only after re-attaching;
+//! * the value is reached only through the one guard, so while a detached thread works on it
+//!   every other caller finds the flag set and gets no guard.
 #![allow(unsafe_code)]
 
 use std::cell::UnsafeCell;

@@ -24,6 +24,7 @@ mod errors;
 mod filters;
 mod stopset;
 mod stream;
+mod tokens;
 mod truncate;
 
 use pyo3::exceptions::PyRuntimeError;
@@ -34,8 +35,9 @@ use crate::lock::{Guard, TryLock};
 /// The per-object lock, if free.
 #[inline]
 fn try_lock<'a, T>(_py: Python<'_>, m: &'a TryLock<T>) -> Option<Guard<'a, T>> {
-    // SAFETY: the token proves this thread is attached (holds the GIL in a GIL build), and no
-    // guard is kept across `Python::detach` in this module.
+    // SAFETY: the token proves this thread is attached (holds the GIL in a GIL build), and a
+    // guard carried across `Python::detach` (only `feed_batch` does) is dropped after the
+    // thread re-attaches.
     #[allow(unsafe_code)]
     unsafe {
         m.try_acquire()
@@ -68,6 +70,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<stream::StopStream>()?;
     m.add_class::<stopset::Compiled>()?;
     m.add_function(wrap_pyfunction!(truncate::truncate, m)?)?;
+    m.add_class::<tokens::Vocab>()?;
+    m.add_class::<tokens::TokenPiece>()?;
+    m.add_class::<tokens::TokenStopFilter>()?;
+    m.add_function(wrap_pyfunction!(tokens::feed_batch, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -1,0 +1,230 @@
+"""Token ids in: one engine step for a batch of streams, against vLLM's frontend path.
+
+Usage (from the repository root, with the package built in release mode)::
+
+    python benches/tokens.py           # full run: about a minute on 2 idle cores
+    python benches/tokens.py --quick   # smoke run: a few seconds
+
+A serving engine's step produces one new token per running stream. Per step and batch size
+(1, 64, 256, 1024 streams), three contenders turn those ids into text with stops applied:
+
+* **vLLM's frontend path**, re-implemented in plain Python from ``vllm/v1/engine/detokenizer.py``
+  (``FastIncrementalDetokenizer`` and ``check_stop_strings``): per stream, a
+  ``tokenizers.decoders.DecodeStream`` steps over the new id, the text is appended to the
+  stream's output, each stop is sought with ``str.find`` from ``1 - new_chars - len(stop)``
+  characters before the end, and ``get_next_output_text`` returns the new text minus a
+  ``max(len(stop)) - 1`` holdback;
+* a Python loop calling ``TokenStopFilter.feed([id])`` per stream;
+* one ``stopstream.feed_batch(filters, ids)`` call for the whole batch.
+
+The tokenizer is a Hugging Face byte-level BPE trained at start-up on the benchmark corpus
+(CPython's pydoc topics; nothing is downloaded). Every stream is the same prose from its own
+offset; the stops are the four guard rails of ``corpus.GUARD_RAIL`` (they never occur, so every
+contender does its full work each step). The outputs of all three are checked equal. Times are
+the CPU time of the calling thread (``time.thread_time_ns``: every contender, ``feed_batch``
+included, does its work on that thread, and on a shared machine other processes' work then does
+not count), with the garbage collector off, the fastest of several runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import gc
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+import corpus
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers.decoders import DecodeStream
+
+import stopstream
+
+Piece = stopstream.TokenPiece
+
+T = TypeVar("T")
+STOPS = list(corpus.GUARD_RAIL)
+BATCHES = (1, 64, 256, 1024)
+
+
+def train_tokenizer() -> Tokenizer:
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=8000,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(corpus.prose_text()[:400_000].splitlines(), trainer)
+    return tok
+
+
+class VllmStream:
+    """One request in vLLM's frontend: ``DecodeStream`` plus ``check_stop_strings``."""
+
+    def __init__(self, tokenizer: Tokenizer, stops: list[str]) -> None:
+        self.tokenizer = tokenizer
+        self.stream = DecodeStream(skip_special_tokens=True)
+        self.stops = stops
+        self.buffer = max(len(s) for s in stops) - 1 if stops else 0
+        self.output_text = ""
+        self.sent = 0
+        self.stopped = False
+
+    def step(self, token_id: int) -> str:
+        before = len(self.output_text)
+        self.output_text += self.stream.step(self.tokenizer, token_id) or ""
+        new = len(self.output_text) - before
+        if new and self.stops:
+            for stop in self.stops:
+                at = self.output_text.find(stop, 1 - new - len(stop))
+                if at != -1:
+                    self.output_text = self.output_text[:at]
+                    self.stopped = True
+                    break
+        end = len(self.output_text) - (0 if self.stopped else self.buffer)
+        if self.sent < end:
+            out = self.output_text[self.sent : end]
+            self.sent = end
+            return out
+        return ""
+
+
+Steps = list[list[list[int]]]
+"""Per step, per stream, the ids fed (one each)."""
+
+
+def run_vllm(per_step: Steps, streams: list[VllmStream]) -> list[list[str]]:
+    return [[r.step(new[0]) for r, new in zip(streams, step, strict=True)] for step in per_step]
+
+
+def run_loop(per_step: Steps, fs: list[stopstream.TokenStopFilter]) -> list[list[Piece]]:
+    return [[f.feed(new) for f, new in zip(fs, step, strict=True)] for step in per_step]
+
+
+def run_batch(per_step: Steps, fs: list[stopstream.TokenStopFilter]) -> list[list[Piece]]:
+    feed_batch = stopstream.feed_batch
+    return [feed_batch(fs, step) for step in per_step]
+
+
+def joined(steps: list[list[Piece]]) -> list[str]:
+    return ["".join(step[k].text for step in steps) for k in range(len(steps[0]))]
+
+
+def best_of(repeats: int, setup: Callable[[], T], run: Callable[[T], object]) -> int:
+    """The fastest of ``repeats`` timed runs of ``run(setup())`` (``setup`` untimed), in ns,
+    garbage collector off."""
+    best = None
+    for _ in range(repeats):
+        arg = setup()
+        gc.collect()
+        gc.disable()
+        try:
+            t0 = time.thread_time_ns()
+            run(arg)
+            elapsed = time.thread_time_ns() - t0
+        finally:
+            gc.enable()
+        best = elapsed if best is None else min(best, elapsed)
+    assert best is not None
+    return best
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a smoke run")
+    args = parser.parse_args(argv)
+    steps = 20 if args.quick else 200
+    repeats = 2 if args.quick else 5
+
+    tokenizer = train_tokenizer()
+    vocab = stopstream.Vocab.from_tokenizers(tokenizer)
+    ids = tokenizer.encode(corpus.prose_text()[400_000:700_000]).ids
+    print(f"tokenizer: byte-level BPE, {tokenizer.get_vocab_size()} ids; {len(ids)} corpus ids")
+    print(f"stops: {STOPS}; {steps} steps per run, fastest of {repeats} runs")
+    print(f"load average: {os.getloadavg()[0]:.2f}\n")
+
+    rows: list[tuple[float, ...]] = []
+    for batch in BATCHES:
+        offsets = [(i * 997) % (len(ids) - steps - 1) for i in range(batch)]
+        per_step = [[[ids[o + s]] for o in offsets] for s in range(steps)]
+
+        def vllm_streams(n: int = batch) -> list[VllmStream]:
+            return [VllmStream(tokenizer, STOPS) for _ in range(n)]
+
+        def filters(n: int = batch) -> list[stopstream.TokenStopFilter]:
+            return [stopstream.TokenStopFilter(vocab, STOPS) for _ in range(n)]
+
+        # The same text from all three, once the held text is flushed.
+        rs, f1, f2 = vllm_streams(), filters(), filters()
+        sent = run_vllm(per_step, rs)
+        want = [
+            "".join(step[k] for step in sent) + r.output_text[r.sent :] for k, r in enumerate(rs)
+        ]
+        for got, fs in (
+            (joined(run_loop(per_step, f1)), f1),
+            (joined(run_batch(per_step, f2)), f2),
+        ):
+            if [t + f.finish().text for t, f in zip(got, fs, strict=True)] != want:
+                print(f"outputs differ at batch {batch}", file=sys.stderr)
+                return 2
+        # Only the steps are timed: the streams are built before each run.
+        times = [
+            best_of(repeats, setup, functools.partial(run, per_step)) / steps / 1000
+            for setup, run in (
+                (vllm_streams, run_vllm),
+                (filters, run_loop),
+                (filters, run_batch),
+            )
+        ]
+        rows.append((batch, *times))
+
+    print("### One engine step (one new id per stream), µs per step\n")
+    print("| streams | vLLM path | loop of feed | feed_batch | vLLM ÷ batch | loop ÷ batch |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for size, vllm, loop, fb in rows:
+        print(
+            f"| {size:.0f} | {vllm:,.1f} | {loop:,.1f} | {fb:,.1f} | {vllm / fb:,.1f}x "
+            f"| {loop / fb:,.1f}x |"
+        )
+
+    # One call of each, per id: DecodeStream.step against TokenStopFilter.feed.
+    count = 2_000 if args.quick else 20_000
+    stream_ids = ids[:count]
+
+    def decode_steps(s: DecodeStream) -> None:
+        step = s.step
+        for i in stream_ids:
+            step(tokenizer, i)
+
+    lists = [[i] for i in stream_ids]
+
+    def feeds(f: stopstream.TokenStopFilter) -> None:
+        feed = f.feed
+        for one in lists:
+            feed(one)
+
+    decode = best_of(repeats, lambda: DecodeStream(skip_special_tokens=True), decode_steps) / count
+    feed = best_of(repeats, lambda: stopstream.TokenStopFilter(vocab, STOPS), feeds) / count
+    print("\n### One id, one call, ns per call\n")
+    print("| DecodeStream.step | TokenStopFilter.feed | feed ÷ step |")
+    print("|---:|---:|---:|")
+    print(f"| {decode:,.0f} | {feed:,.0f} | {feed / decode:.2f}x |")
+
+    at256 = next(r for r in rows if r[0] == 256)
+    print("\nTargets: vLLM path ÷ feed_batch ≥ 50x at 256 streams;")
+    print("loop ÷ feed_batch ≥ 5x at 256;")
+    print("one feed of one id ≤ 0.1x one DecodeStream.step.")
+    print(
+        f"Measured: {at256[1] / at256[3]:.1f}x, {at256[2] / at256[3]:.1f}x, {feed / decode:.2f}x."
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
