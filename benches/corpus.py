@@ -372,6 +372,43 @@ def stop_sets() -> dict[str, tuple[str, ...]]:
     }
 
 
+def prose_words() -> tuple[str, ...]:
+    """Distinct lowercase words of 3 to 12 letters of the pydoc topics, in a fixed shuffled
+    order: the same list, in the same order, as ``rust/examples/throughput.rs`` builds."""
+    words = sorted(
+        {w for w in re.split(r"[^A-Za-z]+", prose_text()) if 3 <= len(w) <= 12 and w.islower()}
+    )
+    state = 0x2545_F491_4F6C_DD1D
+    mask = 2**64 - 1
+    for i in range(len(words) - 1, 0, -1):
+        state ^= (state << 13) & mask
+        state ^= state >> 7
+        state ^= (state << 17) & mask
+        j = state % (i + 1)
+        words[i], words[j] = words[j], words[i]
+    return tuple(words)
+
+
+@functools.cache
+def tagged_stops(count: int) -> tuple[str, ...]:
+    """``count`` stops that start like ordinary words and end in a rare pair of bytes: words of
+    the prose followed in turn by ``</``, ``]]`` or ``##``, keeping those absent from the
+    repeated prose (as ``rust/examples/throughput.rs`` does, so that both scan the same bytes
+    for the same stops)."""
+    suffixes = ("</", "]]", "##")
+    text = prose_text() + prose_text()[:32]
+    candidates = (f"{w}{suffixes[i % 3]}" for i, w in enumerate(prose_words()))
+    result = tuple(stop for stop in candidates if stop not in text)[:count]
+    assert len(result) == count
+    return result
+
+
+def prose_big_text(size: int) -> str:
+    """The pydoc topics repeated to ``size`` characters (the text of the throughput example)."""
+    base = prose_text()
+    return (base * (size // len(base) + 1))[:size]
+
+
 def big_text(size: int) -> str:
     """About ``size`` characters: ``mixed_text`` repeated (no generated stop occurs in it)."""
     base = mixed_text() + "\n"

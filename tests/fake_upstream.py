@@ -3,7 +3,10 @@
 ``FakeUpstream`` is a raw ASGI app answering ``POST .../chat/completions`` (OpenAI) and
 ``POST .../v1/messages`` (Anthropic) with streams in the providers' shapes, paced so that a
 client closing early is noticed: every request is recorded, with the number of events sent and
-whether the client disconnected before the end. Like the real APIs, it rejects more than 4
+whether the client disconnected before the end (its stream cancelled early) or the stream ran to
+its end; ``open_streams`` counts the responses still being sent, and ``Served.open_connections``
+the connections the server holds. ``chat_by_model`` picks a script per request by its ``model``,
+for loads that mix requests. Like the real APIs, it rejects more than 4
 ``stop`` sequences (and any ``stop`` when ``reject_stop`` is set), and it applies the ``stop``
 sequences it receives itself.
 """
@@ -59,6 +62,7 @@ class Record:
     body: dict[str, Any]
     events_total: int = 0
     events_sent: int = 0
+    headers_sent: bool = False
     disconnected: threading.Event = field(default_factory=threading.Event)
     completed: threading.Event = field(default_factory=threading.Event)
     finished: threading.Event = field(default_factory=threading.Event)
@@ -78,13 +82,16 @@ class FakeUpstream:
 
     def __init__(self) -> None:
         self.records: list[Record] = []
+        self.open_streams = 0  # requests being answered (only touched on the server's loop)
         self.reset()
 
     def reset(self) -> None:
         """Back to the default scripts and settings, with no records."""
         self.chat = ChatScript(choices=[text_deltas("Hello")])
+        self.chat_by_model: dict[str, ChatScript] = {}
         self.messages = MessagesScript(blocks=[("text", ["Hello"])])
         self.delay = 0.005
+        self.headers_delay = 0.0  # seconds before a stream's response headers
         self.eol = "\n"
         self.split_events = True
         self.reject_stop = False
@@ -107,6 +114,7 @@ class FakeUpstream:
         body = json.loads(raw or b"{}")
         record = Record(scope["path"], body)
         self.records.append(record)
+        self.open_streams += 1
         try:
             if scope["path"].endswith("/chat/completions"):
                 await self._chat(body, record, receive, send)
@@ -115,6 +123,7 @@ class FakeUpstream:
             else:
                 await _json(send, 404, {"error": {"message": "not found"}})
         finally:
+            self.open_streams -= 1
             record.finished.set()
 
     # --- OpenAI -------------------------------------------------------------------------------
@@ -132,7 +141,7 @@ class FakeUpstream:
             )
             await _json(send, 400, {"error": {"message": error, "type": "invalid_request_error"}})
             return
-        script = self.chat
+        script = self.chat_by_model.get(str(body.get("model")), self.chat)
         n = body.get("n") or 1
         per_choice = [script.choices[i % len(script.choices)] for i in range(n)]
         reasons = script.finish_reasons or ["stop"]
@@ -256,6 +265,12 @@ class FakeUpstream:
 
         watcher = asyncio.ensure_future(watch())
         try:
+            if self.headers_delay:
+                await asyncio.sleep(self.headers_delay)
+                if disconnected.is_set():  # the client left before the response began
+                    record.disconnected.set()
+                    return
+            record.headers_sent = True
             await send(
                 {
                     "type": "http.response.start",
@@ -347,6 +362,11 @@ class Served:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def open_connections(self) -> int:
+        """The HTTP connections the server holds open right now (idle keep-alive ones too)."""
+        return len(self._server.server_state.connections)
 
     def __enter__(self) -> Served:
         self._thread.start()

@@ -7,8 +7,10 @@ hangs) when the output does not come.
 
 from __future__ import annotations
 
+import json
 import os
 import selectors
+import shlex
 import shutil
 import subprocess
 import sys
@@ -18,6 +20,11 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import stopstream
+from stopstream._cli import EscapeError, unescape
 
 SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "answer-stream.txt"
 TIMEOUT = 20.0
@@ -368,3 +375,250 @@ def test_escapes(stop: str, data: bytes, expected: bytes) -> None:
 def test_without_escapes_backslashes_are_literal() -> None:
     result = run_cli(["-s", r"\n"], b"a\nb\\nc")
     assert (result.returncode, result.stdout) == (0, b"a\nb")
+
+
+def test_escaped_utf8_bytes_form_one_character() -> None:
+    result = run_cli(["-e", "-s", r"\xc3\xa9!"], "caf\u00e9! more".encode())
+    assert (result.returncode, result.stdout) == (0, b"caf")
+
+
+@pytest.mark.parametrize(
+    ("stop", "expected"),
+    [
+        ("plain", "plain"),
+        (r"a\nb", "a\nb"),
+        (r"\\n", "\\n"),
+        (r"\\\n", "\\\n"),
+        (r"\x41\x42", "AB"),
+        (r"\xC3\xA9", "\u00e9"),
+        (r"\xe2\x82\xac", "\u20ac"),
+        (r"\u20AC\u20ac", "\u20ac\u20ac"),
+        (r"\U0010FFFF", "\U0010ffff"),
+        (r"\U0001f600x", "\U0001f600x"),
+        (r"\0x", "\0x"),
+        (r"\x001", "\x001"),
+        ("\u00e9\\t", "\u00e9\t"),
+    ],
+)
+def test_unescape_table(stop: str, expected: str) -> None:
+    assert unescape(stop) == expected
+
+
+@given(st.text(st.characters(exclude_categories=["Cs"])))
+def test_unescape_inverts_escaping_every_character(text: str) -> None:
+    assert unescape("".join(f"\\U{ord(c):08x}" for c in text)) == text
+    assert unescape(text.replace("\\", "\\\\")) == text
+    utf8 = "".join(f"\\x{b:02x}" for b in text.encode())
+    assert unescape(utf8) == text
+
+
+@pytest.mark.parametrize(
+    ("stop", "named"),
+    [
+        (r"\x4", r"'\x4'"),
+        (r"a\x4g", r"'\x4'"),
+        (r"\xg0", r"'\x'"),
+        (r"\u12", r"'\u12'"),
+        (r"\u12345", None),  # four digits, then a literal "5": valid
+        (r"\U0011000", r"'\U0011000'"),
+        (r"\U00110000", r"'\U00110000'"),
+        (r"\UFFFFFFFF", r"'\UFFFFFFFF'"),
+        (r"\q", r"'\q'"),
+        (r"\a", r"'\a'"),
+        (r"\ud800", r"'\ud800'"),
+        (r"\uDFFF", r"'\uDFFF'"),
+        (r"\ud83d\ude00", r"'\ud83d'"),
+        (r"\xc3", r"'\xc3'"),
+        (r"\xff", r"'\xff'"),
+        (r"ok\xc3\xa9\x80", r"'\x80'"),
+        (r"\xe2\x82", r"'\xe2\x82'"),
+        (r"\012", r"'\01'"),
+        ("end\\", "a backslash at the end"),
+    ],
+)
+def test_bad_escape_is_a_usage_error_naming_it(stop: str, named: str | None) -> None:
+    result = run_cli(["-e", "-s", stop], b"data")
+    if named is None:
+        assert result.returncode == 0
+        return
+    stderr = result.stderr.decode()
+    assert (result.returncode, result.stdout) == (2, b"")
+    assert "usage" in stderr and named in stderr, stderr
+    assert "Traceback" not in stderr
+    with pytest.raises(EscapeError):
+        unescape(stop)
+
+
+def test_bad_escape_in_a_later_stop_names_that_stop() -> None:
+    result = run_cli(["-e", "-s", r"\n", "-s", r"x\uZZZZ"], b"data")
+    assert result.returncode == 2
+    assert r"-s 'x\uZZZZ': invalid escape '\u'" in result.stderr.decode()
+
+
+# ---------------------------------------------------------------------------------------------
+# FILE "-", --version
+
+
+def test_dash_reads_stdin() -> None:
+    result = run_cli(["-s", "</answer>", "-"], SAMPLE.read_bytes())
+    assert result.returncode == 0
+    assert result.stdout == SAMPLE.read_bytes().split(b"</answer>")[0]
+
+
+def test_a_file_named_dash_is_reached_through_a_path(tmp_path: Path) -> None:
+    (tmp_path / "-").write_bytes(b"from the file STOP")
+    result = run_cli(["-s", "STOP", "./-"], b"from stdin STOP", cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (0, b"from the file ")
+
+
+def test_version() -> None:
+    result = run_cli(["--version"])
+    assert result.returncode == 0
+    assert result.stdout.decode().strip() == f"stopstream {stopstream.__version__}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Strict errors: everything certain before the bad byte is written first
+
+
+@pytest.mark.parametrize(
+    ("data", "expected", "status"),
+    [
+        (b"abc </an\xff more", b"abc </an", 1),
+        (b"abc </an\xc3\x28 more", b"abc </an", 1),  # an invalid continuation byte
+        (b"abc </an\xe2\x82", b"abc </an", 1),  # incomplete at the end of the input
+        (b"</\xff", b"</", 1),
+        (b"\xff</answer>", b"", 1),
+        (b"abc </answer>\xff", b"abc ", 0),  # the stop comes first: no error
+    ],
+)
+def test_strict_error_writes_held_text_first(data: bytes, expected: bytes, status: int) -> None:
+    result = run_cli(["-s", "</answer>"], data)
+    assert (result.returncode, result.stdout) == (status, expected)
+
+
+def test_strict_error_with_include_stop_and_several_stops() -> None:
+    result = run_cli(["--include-stop", "-s", "</answer>", "-s", "<</x>"], b"a <</an\xffz")
+    assert (result.returncode, result.stdout) == (1, b"a <</an")
+
+
+def test_live_producer_strict_error_releases_held_text() -> None:
+    with live("-s", "</answer>") as proc:
+        fd = out_fd(proc)
+        send(proc, b"abc </an")
+        assert read_some(fd, 4) == b"abc "
+        assert nothing_more_within(fd, 0.2)
+        send(proc, b"\xc3")  # an incomplete character, carried to the next read
+        assert nothing_more_within(fd, 0.2)
+        send(proc, b"\xff more")
+        assert read_some(fd, 100) == b"</an"
+        assert proc.wait(TIMEOUT) == 1
+        assert "invalid UTF-8" in err_text(proc)
+
+
+# ---------------------------------------------------------------------------------------------
+# --sse
+
+
+def chat_event(content: str | None, finish: str | None = None) -> str:
+    delta = {} if content is None else {"content": content}
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    return "data: " + json.dumps(
+        {"id": "c", "object": "chat.completion.chunk", "choices": [choice]}
+    )
+
+
+def sse_body(*events: str) -> bytes:
+    return "".join(e + "\n\n" for e in events).encode()
+
+
+CHAT = sse_body(
+    chat_event("Hello </an"), chat_event("swer> tail"), chat_event(None, "stop"), "data: [DONE]"
+)
+
+
+def test_sse_stop_fires() -> None:
+    result = run_cli(["--sse", "openai", "-s", "</answer>"], CHAT)
+    assert result.returncode == 0
+    assert b'"content":"Hello "' in result.stdout and b"tail" not in result.stdout
+    assert result.stdout.endswith(b"data: [DONE]\n\n")
+    assert "choice 0: stop sequence 0: '</answer>'" in result.stderr.decode()
+
+
+def test_sse_body_from_a_file_with_bom_and_keep_alive_first(tmp_path: Path) -> None:
+    path = tmp_path / "body.sse"
+    path.write_bytes(b"\xef\xbb\xbf: keep-alive\n\n" + CHAT)
+    result = run_cli(["--sse", "openai", "-s", "</answer>", str(path)])
+    assert result.returncode == 0
+    assert "stop sequence 0" in result.stderr.decode()
+
+
+def test_sse_no_stop_fires_passes_the_body_on() -> None:
+    data = sse_body(chat_event("Hello"), chat_event(None, "stop"), "data: [DONE]")
+    result = run_cli(["--sse", "openai", "-s", "</answer>"], data)
+    assert (result.returncode, result.stdout) == (0, data)
+    assert "end of input, no stop sequence" in result.stderr.decode()
+
+
+@pytest.mark.parametrize(
+    ("data", "shown"),
+    [
+        (b'{"error": {"message": "Invalid model"}}\n', '\'{"error": {"message": '),
+        (b'{"id": "chatcmpl-1", "object": "chat.completion"}', '\'{"id"'),
+        (b"Hello, plain text\n", "'Hello, plain text'"),
+        (b"<html><body>502 Bad Gateway", "'<html>"),
+        (b"", "it is empty"),
+    ],
+)
+def test_sse_body_that_is_not_sse_is_reported(data: bytes, shown: str) -> None:
+    for api in ("openai", "anthropic"):
+        result = run_cli(["--sse", api, "-s", "x"], data)
+        stderr = result.stderr.decode()
+        assert (result.returncode, result.stdout) == (1, b"")
+        assert "not an SSE body" in stderr and shown in stderr, stderr
+        assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize(
+    ("api", "data"),
+    [
+        ("openai", sse_body(chat_event("Hello"), chat_event(" wor"))),  # cut short
+        ("anthropic", CHAT),  # the other API's body
+        (
+            "openai",
+            sse_body(
+                "event: message_start\ndata: "
+                + json.dumps({"type": "message_start", "message": {"id": "m", "content": []}})
+            ),
+        ),
+        ("openai", b": keep-alive\n\n"),
+    ],
+)
+def test_sse_body_without_its_final_event_is_reported(api: str, data: bytes) -> None:
+    result = run_cli(["--sse", api, "-s", "</answer>"], data)
+    stderr = result.stderr.decode()
+    assert result.returncode == 1
+    assert result.stdout == data  # passed on as it came
+    assert "ended before its final event" in stderr and "Traceback" not in stderr
+
+
+def test_sse_with_errors_replace_is_a_usage_error() -> None:
+    result = run_cli(["--sse", "openai", "--errors", "replace", "-s", "x"], CHAT)
+    assert result.returncode == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# The README's example
+
+
+def test_readme_example_shows_the_real_output() -> None:
+    readme = SAMPLE.parent.parent / "README.md"
+    if not readme.exists():
+        pytest.skip("run from outside the source tree")
+    section = readme.read_text().split("## Command line", 1)[1]
+    example = section.split("```console\n", 1)[1].split("```", 1)[0]
+    first, *shown = example.splitlines(keepends=True)
+    args = shlex.split(first.removeprefix("$ stopstream "))
+    result = run_cli(args, cwd=readme.parent)
+    assert result.returncode == 0
+    assert "".join(shown) == result.stdout.decode() + result.stderr.decode()

@@ -9,9 +9,14 @@ fires, the fake upstream must see the connection dropped before it has sent ever
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import json
-from collections.abc import Iterator
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -496,3 +501,253 @@ def test_awrap_messages_on_an_sdk_stream(fake: FakeUpstream, upstream_url: str) 
     assert text == "Async one"
     assert json.loads(events[-2].model_dump_json())["delta"]["stop_sequence"] == "###"
     assert_closed_early(fake.last)
+
+
+# --- Under load ----------------------------------------------------------------------------
+
+LOAD_REQUESTS = 200
+
+
+def parse_chat_sse(body: str) -> tuple[str, str | None, str | None]:
+    """Choice 0's text, its last ``finish_reason`` and ``stop_reason`` in a chat SSE body."""
+    text, finish, stop = "", None, None
+    for line in body.splitlines():
+        if not line.startswith("data: {"):
+            continue
+        for choice in json.loads(line[6:])["choices"]:
+            text += choice["delta"].get("content") or ""
+            finish = choice.get("finish_reason") or finish
+            stop = choice.get("stop_reason") or stop
+    return text, finish, stop
+
+
+def test_load_stops_and_disconnects_all_close_the_upstream(
+    fake: FakeUpstream, upstream_server: tuple[FakeUpstream, Served]
+) -> None:
+    """200 concurrent streams through a real gateway: half fire a stop (one the upstream was
+    not sent), a quarter are dropped by the client mid-stream, a quarter run to their end.
+    Every response is checked, and the fake upstream must see every stopped or dropped stream
+    closed before its end, and no stream or connection left open."""
+    kinds = ["stop", "stop", "disconnect", "plain"]
+    local_stops = ["</answer>", "\n\nUser:"]  # beyond the 4 sent upstream
+    for i in range(LOAD_REQUESTS):
+        kind = kinds[i % len(kinds)]
+        if kind == "stop":
+            stop = local_stops[i % 3 % 2]
+            deltas = text_deltas(f"Answer {i}", " is", stop[:3], stop[3:], *tail())
+        elif kind == "disconnect":
+            deltas = text_deltas(f"Long {i}", *tail(400))
+        else:
+            deltas = text_deltas(f"Plain {i}", " text ", "</an", "swer")
+        fake.chat_by_model[f"{kind}-{i}"] = ChatScript([deltas])
+
+    async def one(client: httpx.AsyncClient, url: str, i: int) -> tuple[str, str]:
+        model = f"{kinds[i % len(kinds)]}-{i}"
+        payload = {"model": model, "messages": MESSAGES, "stream": True, "stop": STOPS}
+        async with client.stream("POST", url, json=payload) as response:
+            assert response.status_code == 200, await response.aread()
+            body = ""
+            async for line in response.aiter_lines():
+                body += line + "\n"
+                if model.startswith("disconnect") and "tail5" in line:
+                    break  # the client goes away mid-stream
+        return model, body
+
+    async def run(url: str) -> list[tuple[str, str]]:
+        limits = httpx.Limits(max_connections=LOAD_REQUESTS, max_keepalive_connections=0)
+        async with httpx.AsyncClient(timeout=TIMEOUT, limits=limits) as client:
+            jobs = (one(client, url, i) for i in range(LOAD_REQUESTS))
+            return await asyncio.wait_for(asyncio.gather(*jobs), 45)
+
+    with serve_gateway(upstream_server[1], max_connections=1000) as gateway:
+        results = asyncio.run(run(gateway.url + "/v1/chat/completions"))
+        records = {r.body["model"]: r for r in fake.records}
+        assert sorted(records) == sorted(model for model, _ in results)
+        counts = {"stop": 0, "disconnect": 0, "plain": 0}
+        for model, body in results:
+            kind, number = model.split("-")
+            got = parse_chat_sse(body)
+            record = records[model]
+            if kind == "stop":
+                fired = local_stops[int(number) % 3 % 2]
+                assert got == (f"Answer {number} is", "stop", fired), model
+                assert_closed_early(record)
+            elif kind == "disconnect":
+                assert got[0].startswith(f"Long {number} tail0"), model
+                assert "tail6" not in got[0], model
+                assert_closed_early(record)
+            else:
+                assert got == (f"Plain {number} text </answer", "stop", None), model
+                assert_completed(record)
+            text = got[0]
+            assert "</ans" not in text or kind == "plain"
+            counts[kind] += 1
+        assert counts == {"stop": 100, "disconnect": 50, "plain": 50}
+        assert wait_until(lambda: fake.open_streams == 0), f"{fake.open_streams} streams open"
+    served = upstream_server[1]
+    assert wait_until(lambda: served.open_connections == 0), (
+        f"{served.open_connections} upstream connections still open"
+    )
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = TIMEOUT) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+# --- Disconnects before the response starts, the connection pool ---------------------------
+
+
+async def stream_then_leave(url: str, leave: Callable[[], bool], model: str = "m") -> None:
+    """A streaming call whose client goes away (cancels its task) once ``leave()`` is true."""
+    payload = {"model": model, "messages": MESSAGES, "stream": True, "stop": STOPS}
+
+    async def call(client: httpx.AsyncClient) -> None:
+        async with client.stream("POST", url + "/v1/chat/completions", json=payload) as r:
+            async for _ in r.aiter_raw():
+                pass
+
+    async with httpx.AsyncClient(timeout=TIMEOUT) as client:
+        task = asyncio.ensure_future(call(client))
+        try:
+            await wait_for(lambda: leave() or task.done())
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def wait_for(condition: Callable[[], bool]) -> None:
+    for _ in range(int(TIMEOUT / 0.01)):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("timed out")
+
+
+def started(fake: FakeUpstream, events: int) -> Callable[[], bool]:
+    """True once the first call has received more than ``events`` events."""
+    return lambda: bool(fake.records) and fake.records[0].events_sent > events
+
+
+def test_client_leaving_before_the_upstream_answers_cancels_the_call(
+    fake: FakeUpstream, gateway: str
+) -> None:
+    fake.chat = ChatScript([text_deltas(*tail())])
+    fake.headers_delay = 3.0
+    asyncio.run(stream_then_leave(gateway, lambda: bool(fake.records)))
+    record = fake.last
+    assert record.disconnected.wait(TIMEOUT) and record.finished.wait(TIMEOUT)
+    # The gateway dropped the upstream call while it waited for the headers.
+    assert not record.headers_sent and record.events_sent == 0
+
+
+def test_client_leaving_while_waiting_for_a_connection_never_reaches_the_upstream(
+    fake: FakeUpstream, upstream_server: tuple[FakeUpstream, Served]
+) -> None:
+    fake.chat_by_model["long"] = ChatScript([text_deltas(*tail(300))])
+
+    async def main(url: str) -> None:
+        holder = asyncio.ensure_future(stream_then_leave(url, started(fake, 200), "long"))
+        await wait_for(started(fake, 0))
+        # The only connection is in use: this call waits for it, and its client leaves.
+        since = time.monotonic()
+        await stream_then_leave(url, lambda: time.monotonic() - since > 0.3, "queued")
+        await holder
+
+    with serve_gateway(upstream_server[1], max_connections=1) as gateway:
+        asyncio.run(main(gateway.url))
+        assert_closed_early(fake.records[0])
+        # One more call goes through: the pool did not lose its connection.
+        fake.chat = ChatScript([text_deltas("after")])
+        with openai_client(gateway.url) as client:
+            chunks = list(client.chat.completions.create(model="m", messages=MESSAGES, stream=True))
+        assert content_of(chunks) == "after"
+    assert [r.body["model"] for r in fake.records] == ["long", "m"]
+
+
+def test_pool_full_for_longer_than_the_pool_timeout_is_a_503(
+    fake: FakeUpstream, upstream_server: tuple[FakeUpstream, Served]
+) -> None:
+    fake.chat_by_model["long"] = ChatScript([text_deltas(*tail(300))])
+
+    async def main(url: str) -> None:
+        holder = asyncio.ensure_future(stream_then_leave(url, started(fake, 100), "long"))
+        await wait_for(started(fake, 0))
+        async with openai.AsyncOpenAI(
+            base_url=url + "/v1", api_key="sk-test", max_retries=0, timeout=TIMEOUT
+        ) as client:
+            with pytest.raises(openai.InternalServerError, match="connection limit") as info:
+                await client.chat.completions.create(model="m", messages=MESSAGES, stream=True)
+        assert info.value.status_code == 503
+        await holder
+
+    with serve_gateway(upstream_server[1], max_connections=1, pool_timeout=0.2) as gateway:
+        asyncio.run(main(gateway.url))
+    assert [r.body["model"] for r in fake.records] == ["long"]
+
+
+# --- Options are checked at startup --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--stop-limit", "4.5"], "argument --stop-limit: unknown provider '4.5'"),
+        (["--stop-limit", "-1"], "argument --stop-limit: limit must be >= 0"),
+        (["--stop-limit", "opena1"], "unknown provider 'opena1' (known: 'openai'"),
+        (["--anthropic-stop-limit", "x"], "argument --anthropic-stop-limit: unknown provider"),
+        (["--port", "70000"], "argument --port: not a port number"),
+        (["--upstream", "api.openai.com/v1"], "argument --upstream: not an http(s) URL"),
+        (["--anthropic-upstream", "ftp://host"], "argument --anthropic-upstream: not an http"),
+        (["--max-connections", "0"], "argument --max-connections: must be > 0"),
+        (["--max-connections", "many"], "argument --max-connections: not a number"),
+        (["--timeout", "0"], "argument --timeout: must be > 0"),
+        (["--pool-timeout", "-3"], "argument --pool-timeout: must be > 0"),
+        (["--on-stop", "later"], "argument --on-stop: invalid choice"),
+    ],
+)
+def test_bad_option_is_a_startup_error(args: list[str], message: str) -> None:
+    result = subprocess.run(
+        [sys.executable, str(GATEWAY), *args],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    stderr = result.stderr.decode()
+    assert result.returncode == 2, stderr
+    assert "usage:" in stderr and message in stderr, stderr
+    assert "Traceback" not in stderr
+
+
+def test_options_parsed() -> None:
+    gateway = load_gateway()
+    args = gateway.parse_args(["--stop-limit", "3", "--upstream", "http://127.0.0.1:9/v1/"])
+    assert (args.stop_limit, args.upstream, args.max_connections) == (
+        3,
+        "http://127.0.0.1:9/v1",
+        1000,
+    )
+    assert gateway.parse_args(["--stop-limit", "none"]).stop_limit == "none"
+    assert gateway.parse_args([]).anthropic_stop_limit == 0
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"stop_limit": "4.5"}, "stop_limit: unknown provider"),
+        ({"anthropic_stop_limit": -2}, "anthropic_stop_limit: limit must be >= 0"),
+        ({"stop_limit": 2.5}, "stop_limit: limit must be an int"),
+        ({"on_stop": "later"}, "on_stop"),
+        ({"timeout": 0}, "timeout must be"),
+        ({"max_connections": 0}, "max_connections must be >= 1"),
+        ({"upstream": "localhost:8000"}, "upstream: not an http(s) URL"),
+    ],
+)
+def test_create_app_checks_its_options(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        load_gateway().create_app(**options)

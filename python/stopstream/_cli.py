@@ -8,33 +8,120 @@ With ``--sse openai|anthropic`` the input is a Server-Sent Events body of the Ch
 or Messages streaming API, and the output is that body with the stop sequences applied to the
 generated text (see ``stopstream.sse``).
 
-Exit status: 0 when a stop fired or the input ended; 1 when the input is not valid UTF-8 (with
-``--errors strict``) or cannot be read; 2 for a usage error.
+Exit status: 0 when a stop fired or the input ended; 1 when the input is not what was expected
+(invalid UTF-8 with ``--errors strict``; with ``--sse``, not an SSE body, or one that ended
+before its final event) or cannot be read; 2 for a usage error.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import re
 import sys
 from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 
+import stopstream
 from stopstream import sse
 from stopstream._core import ByteStopFilter
 
-_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|x[0-9a-fA-F]{2}|[nrt0\\])")
-_SIMPLE = {"n": "\n", "r": "\r", "t": "\t", "0": "\0", "\\": "\\"}
 _READ_SIZE = 1 << 16
 
+ESCAPES_HELP = (
+    r"with -e: \n \r \t \\, \0 (NUL; not followed by a digit), \xHH (a byte: "
+    r"consecutive \x escapes must form UTF-8, as with printf), \uHHHH and \UHHHHHHHH (a code "
+    r"point up to 10FFFF, not a surrogate). Any other backslash sequence is a usage error."
+)
+_SIMPLE = {"n": "\n", "r": "\r", "t": "\t", "0": "\0", "\\": "\\"}
+_DIGITS = {"x": 2, "u": 4, "U": 8}
+# A backslash and what it escapes: as many hex digits as are there (fewer than required is an
+# error), \0 with a following digit (so that a mistaken octal escape is caught), any other
+# character, or nothing at the end of the text.
+_ESCAPE = re.compile(
+    r"\\(x[0-9a-fA-F]{0,2}|u[0-9a-fA-F]{0,4}|U[0-9a-fA-F]{0,8}|0[0-9]?|.|\Z)", re.DOTALL
+)
 
-def _unescape(text: str) -> str:
-    def sub(m: re.Match[str]) -> str:
-        code = m.group(1)
-        return _SIMPLE.get(code) or chr(int(code[1:], 16))
 
-    return _ESCAPE.sub(sub, text)
+class EscapeError(ValueError):
+    """A backslash escape ``-e`` does not support, or one that does not form text."""
+
+
+def _quoted(text: str) -> str:
+    """``text`` in quotes as the user typed it (``repr`` would double each backslash)."""
+    return f"'{text}'" if text.isprintable() else repr(text)
+
+
+def unescape(text: str) -> str:
+    """``text`` with its backslash escapes replaced (see ``ESCAPES_HELP``).
+
+    >>> unescape(r"\\n\\nUser:")
+    '\\n\\nUser:'
+    >>> unescape(r"caf\\xc3\\xa9 \\u00e9")
+    'café é'
+    """
+    out: list[str] = []
+    run = bytearray()  # bytes of consecutive \xHH escapes, decoded together
+    run_text: list[str] = []
+
+    def end_run() -> None:
+        if not run:
+            return
+        try:
+            out.append(run.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            bad = "".join(run_text[exc.start : exc.end])
+            raise EscapeError(
+                f"invalid escape {_quoted(bad)}: bytes written with \\x must form UTF-8 "
+                "characters (for a code point, use \\u)"
+            ) from None
+        run.clear()
+        run_text.clear()
+
+    position = 0
+    for m in _ESCAPE.finditer(text):
+        if m.start() > position:
+            end_run()
+            out.append(text[position : m.start()])
+        position = m.end()
+        escape, code = m.group(0), m.group(1)
+        if code in _SIMPLE:
+            end_run()
+            out.append(_SIMPLE[code])
+        elif code[:1] in _DIGITS:
+            kind, digits = code[0], code[1:]
+            if len(digits) != _DIGITS[kind]:
+                raise EscapeError(
+                    f"invalid escape {_quoted(escape)}: "
+                    f"\\{kind} takes exactly {_DIGITS[kind]} hex digits"
+                )
+            value = int(digits, 16)
+            if kind == "x":
+                run.append(value)
+                run_text.append(escape)
+                continue
+            end_run()
+            if value > 0x10FFFF:
+                raise EscapeError(f"invalid escape {_quoted(escape)}: beyond U+10FFFF")
+            if 0xD800 <= value <= 0xDFFF:
+                raise EscapeError(
+                    f"invalid escape {_quoted(escape)}: a surrogate, not a character "
+                    "(write a character beyond U+FFFF as \\UHHHHHHHH)"
+                )
+            out.append(chr(value))
+        elif code[:1] == "0":
+            raise EscapeError(
+                f"invalid escape {_quoted(escape)}: octal escapes are not supported "
+                "(NUL is \\0, other bytes \\xHH)"
+            )
+        elif code == "":
+            raise EscapeError("invalid escape: a backslash at the end (write \\\\ for one)")
+        else:
+            raise EscapeError(f"unknown escape {_quoted(escape)}")
+    end_run()
+    out.append(text[position:])
+    return "".join(out)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,9 +130,11 @@ def _parser() -> argparse.ArgumentParser:
         description="Copy a UTF-8 stream to stdout, cutting it right before the first stop "
         "sequence. Text that could still become a stop is held back; everything else is "
         "written at once.",
-        epilog="Exit status: 0 when a stop fired or the input ended, 1 on invalid UTF-8 "
-        "(--errors strict) or a read error, 2 on a usage error. The stop that fired (or "
-        "'end') is reported on stderr unless --quiet is given.",
+        epilog="Exit status: 0 when a stop fired or the input ended; 1 when the input is "
+        "not what was expected (invalid UTF-8 with --errors strict; with --sse, not an SSE "
+        "body or one that ended before its final event) or cannot be read; 2 on a usage "
+        "error. The stop that fired (or 'end') is reported on stderr unless --quiet is given. "
+        "Escapes " + ESCAPES_HELP.replace("%", "%%"),
     )
     p.add_argument(
         "-s",
@@ -59,7 +148,7 @@ def _parser() -> argparse.ArgumentParser:
         "-e",
         "--escapes",
         action="store_true",
-        help=r"interpret \n \r \t \0 \\ \xHH \uHHHH \UHHHHHHHH in stop sequences",
+        help=r"interpret \n \r \t \0 \\ \xHH \uHHHH \UHHHHHHHH in stop sequences (see below)",
     )
     p.add_argument(
         "--include-stop", action="store_true", help="also write the stop sequence itself"
@@ -84,8 +173,23 @@ def _parser() -> argparse.ArgumentParser:
         "default) or read the input to its end to pass on the final usage (drain)",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="do not report on stderr")
-    p.add_argument("file", nargs="?", metavar="FILE", help="input file (default: stdin)")
+    p.add_argument("--version", action="version", version=f"%(prog)s {stopstream.__version__}")
+    p.add_argument("file", nargs="?", metavar="FILE", help="input file (default, or '-': stdin)")
     return p
+
+
+def _certain(held: bytes) -> bytes:
+    """What of the held bytes is output once the input proved invalid right after them.
+
+    A stop cannot span an invalid sequence, so held text that was waiting to see whether it
+    becomes a stop is ordinary text; an incomplete character at its end is part of the invalid
+    sequence and is not.
+    """
+    try:
+        held.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return held[: exc.start]
+    return held
 
 
 def _run(args: argparse.Namespace, src: BinaryIO, out: BinaryIO) -> int:
@@ -96,16 +200,23 @@ def _run(args: argparse.Namespace, src: BinaryIO, out: BinaryIO) -> int:
             # os.read returns as soon as any data is available: no waiting for a full buffer.
             data = os.read(fd, _READ_SIZE)
             if not data:
-                out.write(f.finish())
+                try:
+                    out.write(f.finish())
+                except UnicodeDecodeError:
+                    out.write(_certain(f.pending))  # an incomplete character at the end
+                    out.flush()
+                    raise
                 out.flush()
                 break
             try:
                 piece = f.feed(data)
             except UnicodeDecodeError as exc:
-                # Write what came before the bad byte (`exc.object` starts with the bytes of an
-                # incomplete character carried over from the previous read).
+                # Write everything before the bad byte: the text up to it (`exc.object` starts
+                # with the bytes of an incomplete character carried over from the previous
+                # read), then what the filter held back, which the bad byte proved no stop.
                 carried = len(exc.object) - len(data)
                 out.write(f.feed(data[: max(exc.start - carried, 0)]))
+                out.write(_certain(f.pending))
                 out.flush()
                 raise
             if piece:
@@ -130,30 +241,88 @@ def _chunks(src: BinaryIO) -> Iterator[bytes]:
         yield data
 
 
+_BOM = b"\xef\xbb\xbf"
+# The first line of an SSE body: a field the standard defines, or a comment (":").
+_FIELD = re.compile(rb"([^:\r\n]*)(?::|\r|\n)")
+_FIELDS = (b"", b"data", b"event", b"id", b"retry")
+
+
+def _sse_verdict(head: bytes, at_end: bool) -> bool | None:
+    """Whether a body starting with ``head`` is SSE (``None``: more bytes are needed)."""
+    if not at_end and len(head) < len(_BOM) and _BOM.startswith(head):
+        return None
+    head = head.removeprefix(_BOM).lstrip(b"\r\n")
+    m = _FIELD.match(head)
+    if m is not None:
+        return m.group(1) in _FIELDS
+    if at_end:
+        return head in _FIELDS[1:]  # a last line without its line ending
+    # No field name is longer than "retry": a longer start without ":" is not a field.
+    return None if len(head) <= len(b"retry") else False
+
+
+def _sse_body(src: BinaryIO) -> tuple[Iterator[bytes], bytes | None]:
+    """The body's chunks, and ``None``; or, when the body is not SSE, its first bytes."""
+    chunks = _chunks(src)
+    head = b""
+    for chunk in chunks:
+        head += chunk
+        verdict = _sse_verdict(head, at_end=False)
+        if verdict is not None:
+            break
+    else:
+        verdict = _sse_verdict(head, at_end=True) if head else False
+    if not verdict:
+        return iter(()), head
+    return itertools.chain([head], chunks), None
+
+
 def _run_sse(args: argparse.Namespace, src: BinaryIO, out: BinaryIO) -> int:
     stops = args.stops
+    chunks, not_sse = _sse_body(src)
+    if not_sse is not None:
+        start = not_sse.split(b"\n", 1)[0][:60].decode("utf-8", "replace")
+        what = f"it starts with {start!r}" if not_sse else "it is empty"
+        sys.stderr.write(
+            f"stopstream: the input is not an SSE body ({what}); --sse {args.sse} expects the "
+            'body of a streaming response ("stream": true)\n'
+        )
+        return 1
     stream: sse.OpenAISSEStream | sse.AnthropicSSEStream
     if args.sse == "openai":
         stream = sse.wrap_openai(
-            _chunks(src), stops, include_stop=args.include_stop, on_stop=args.on_stop
+            chunks, stops, include_stop=args.include_stop, on_stop=args.on_stop
         )
     else:
         stream = sse.wrap_anthropic(
-            _chunks(src), stops, include_stop=args.include_stop, on_stop=args.on_stop
+            chunks, stops, include_stop=args.include_stop, on_stop=args.on_stop
         )
     with stream:
         for piece in stream:
             out.write(piece)
             out.flush()
+    if isinstance(stream, sse.OpenAISSEStream):
+        reasons = stream.finish_reasons
+        ended = bool(reasons) and None not in reasons.values()
+        indices = stream.stop_indices
+        fired = [
+            (f"choice {choice}: ", indices[choice], stop)
+            for choice, stop in stream.stop_sequences.items()
+        ]
+        final = "a finish_reason for every choice"
+        api = "Chat Completions"
+    else:
+        ended = stream.stop_reason is not None
+        fired = [("", stream.stop_index, stream.stop_sequence)]
+        final = "message_delta with its stop_reason"
+        api = "Messages"
+    if not (stream.stopped or ended):
+        sys.stderr.write(
+            f"stopstream: the SSE body ended before its final event ({final}): the stream "
+            f"was cut short, or it is not a {api} stream\n"
+        )
+        return 1
     if not args.quiet:
-        if isinstance(stream, sse.OpenAISSEStream):
-            indices = stream.stop_indices
-            fired = [
-                (f"choice {choice}: ", indices[choice], stop)
-                for choice, stop in stream.stop_sequences.items()
-            ]
-        else:
-            fired = [("", stream.stop_index, stream.stop_sequence)]
         lines = [f"{where}stop sequence {i}: {s!r}" for where, i, s in fired if s is not None]
         for line in lines or ["end of input, no stop sequence"]:
             sys.stderr.write(f"stopstream: {line}\n")
@@ -164,7 +333,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``stopstream`` command."""
     parser = _parser()
     args = parser.parse_args(argv)
-    args.stops = [_unescape(s) if args.escapes else s for s in args.stop]
+    args.stops = list(args.stop)
+    if args.escapes:
+        for position, stop in enumerate(args.stop):
+            try:
+                args.stops[position] = unescape(stop)
+            except EscapeError as exc:
+                parser.error(f"-s {_quoted(stop)}: {exc}")
     if args.sse is not None and args.errors != "strict":
         parser.error("--errors applies to plain streams, not to --sse (SSE bodies are JSON)")
     try:
@@ -173,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(exc))
     run = _run if args.sse is None else _run_sse
     try:
-        if args.file is None:
+        if args.file in (None, "-"):
             return run(args, sys.stdin.buffer, sys.stdout.buffer)
         with open(args.file, "rb") as src:
             return run(args, src, sys.stdout.buffer)

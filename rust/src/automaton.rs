@@ -25,6 +25,54 @@
 //! byte to the next and costs 2.5-3.7 ns (ratio 0.26-0.38) for 4, 1 and 1,000 stops, a skip the
 //! crate's trait does not allow from outside.
 //!
+//! # Long inputs
+//!
+//! `truncate` and chunks of 64 bytes or more take one of two paths, fixed when the stops are
+//! compiled (`prefilter.rs` says how the bytes are chosen and why skipping is exact):
+//!
+//! * up to three bytes, rare in model output, one of which every stop contains (or the stops'
+//!   first bytes when those are rare): `memchr2`/`memchr3` finds the next one, the automaton
+//!   resumes from the root at the earliest position a stop holding it could start, and walks
+//!   on until it is back at the root. This is the shape of the `aho-corasick` crate's own
+//!   prefilter for Standard semantics; the winner and the held state stay exact.
+//! * otherwise, when every state is dense, a plain table walk with nothing else in the loop
+//!   (the short-input loop's root test mispredicts at every word boundary when the stops start
+//!   like words).
+//!
+//! Measured with `rust/examples/throughput.rs` (16 MiB of pydoc prose with no match, both
+//! crates in one process on the same bytes, fastest of 15 rounds; 2 cores shared with other
+//! work, so only the ratios hold), GB/s of `truncate` / the crate's best kind / `memchr`:
+//!
+//! | stops                                  | before | now   | aho-corasick | memchr |
+//! |----------------------------------------|--------|-------|--------------|--------|
+//! | 4 guard-rail (rare bytes)              | 1.45   | 13.56 | 13.98        | 25.6   |
+//! | 1,000 words + `</`, `]]`, `##` (rare)  | 0.10   | 7.63  | 2.25         | 19.2   |
+//! | 1,000 word pairs (table walk)          | 0.14   | 0.18  | 0.12         | 15.5   |
+//!
+//! ("before": the previous scan, a first-byte skip when there were at most three first bytes
+//! and the short-input loop otherwise, from an earlier run of the same example.) Over three
+//! runs the 4-stop ratio to the crate was 0.97x-1.23x: both run the same skip, near the memory
+//! ceiling.
+//! Long-chunk `feed` (64 KiB chunks) runs within a few percent of `truncate`.
+//!
+//! The crate is not used as the scanner: on the same bytes its Standard search is not faster
+//! than the two paths above, and it keeps neither depth nor held text, so the exact automaton
+//! would still be needed beside it (compiled twice). Its packed searcher (Teddy) has leftmost
+//! semantics only, so it could serve merely as a candidate-start prefilter; at 4 stops it ran
+//! at 10.3 GB/s on the same bytes, below the rare-byte skip.
+//!
+//! # Construction
+//!
+//! The trie is built level by level from the stops in sorted order (the children of a state
+//! get consecutive numbers, so there is no per-state allocation), and laid out in one
+//! breadth-first pass in which a failure link is one load from a dense row. Compiling 10,000
+//! fresh stops (shaped like `benches/corpus.py`'s generated ones) then took 6 ms of CPU time
+//! in the example (median of 5), and `benches/compare.py`'s figure from Python went from 29.4
+//! to 10.3 ms (medians, wall time on the loaded machine); the previous build kept a `Vec` of
+//! edges per state and found failure links by walking them. Compiling 100,000 stops peaks at
+//! 1.23x the heap the finished automaton keeps (26.2 against 21.3 MiB; previously 81 MiB,
+//! 3.4x).
+//!
 //! # Representation
 //!
 //! Bytes are first mapped to classes: every byte that occurs in some stop gets its own class and
@@ -42,6 +90,8 @@
 //! [`SPARSE`] (the target is a sparse state, whose id is then an index into the sparse arrays).
 
 use std::fmt;
+
+use crate::prefilter::Prefilter;
 
 /// Set on a transition whose target state completes a stop.
 const MATCH_BIT: u32 = 1 << 31;
@@ -108,8 +158,8 @@ pub struct Automaton {
     out: Vec<u32>,
     /// Longest stop in bytes.
     max_len: usize,
-    /// Bytes that leave the root; used to skip ahead in long inputs.
-    first_bytes: Vec<u8>,
+    /// Skips ahead in long inputs while at the root (`None` when candidates would be frequent).
+    prefilter: Option<Prefilter>,
     /// Per byte: whether it leaves the root. While at the root, the scan only tests this, with
     /// no dependency from one byte to the next (unlike the table walk), so the processor runs
     /// many bytes at once: most chunks never leave the root.
@@ -126,75 +176,154 @@ impl fmt::Debug for Automaton {
     }
 }
 
-/// The trie with failure links, before it is laid out.
+/// The trie, numbered breadth-first (by depth, then by string), before it is laid out.
+///
+/// Built level by level from the stops in sorted order: the distinct prefixes of length `d`
+/// are then runs of consecutive stops, and the children of each state get consecutive numbers,
+/// so the trie needs no per-state allocation (the previous build, a `Vec` of edges per state
+/// with failure links found by walking them, spent most of its time allocating and chasing
+/// pointers).
 struct Trie {
-    edges: Vec<Vec<(u8, u32)>>,
-    fail: Vec<u32>,
+    /// Per state: the byte of the edge into it.
+    byte: Vec<u8>,
+    /// The children of state `s` are the states `first_child[s]..first_child[s + 1]`, in byte
+    /// order (`n + 1` entries).
+    first_child: Vec<u32>,
     depth: Vec<u32>,
     prefix_of: Vec<u32>,
-    out: Vec<u32>,
-    /// States in breadth-first order.
-    order: Vec<u32>,
+    /// Per state: the stop it completes (first listed among equal ones), or `NONE`.
+    terminal: Vec<u32>,
 }
 
 impl Trie {
     fn new(patterns: &[Box<[u8]>]) -> Trie {
-        let mut edges: Vec<Vec<(u8, u32)>> = vec![Vec::new()];
-        let mut depth: Vec<u32> = vec![0];
-        let mut prefix_of: Vec<u32> = vec![NONE];
-        let mut out: Vec<u32> = vec![NONE];
-        for (pid, pat) in patterns.iter().enumerate() {
-            let pid = to_u32(pid);
-            let mut s = 0usize;
-            for &b in &**pat {
-                s = match edges[s].binary_search_by_key(&b, |&(k, _)| k) {
-                    Ok(i) => edges[s][i].1 as usize,
-                    Err(i) => {
-                        let t = edges.len();
-                        edges[s].insert(i, (b, to_u32(t)));
-                        edges.push(Vec::new());
-                        depth.push(depth[s] + 1);
-                        prefix_of.push(pid);
-                        out.push(NONE);
-                        t
+        // Sort by an 8-byte prefix first (most comparisons end there), then by the whole stop
+        // and its position; then copy the stops, in that order, into one buffer that each
+        // level below reads front to back.
+        let key = |p: &[u8]| {
+            let mut k = [0u8; 8];
+            let m = p.len().min(8);
+            k[..m].copy_from_slice(&p[..m]);
+            u64::from_be_bytes(k)
+        };
+        let mut keyed: Vec<(u64, u32)> =
+            patterns.iter().enumerate().map(|(i, p)| (key(p), to_u32(i))).collect();
+        keyed.sort_unstable_by(|a, b| {
+            a.0.cmp(&b.0)
+                .then_with(|| patterns[a.1 as usize].cmp(&patterns[b.1 as usize]))
+                .then(a.1.cmp(&b.1))
+        });
+        let sorted: Vec<u32> = keyed.iter().map(|&(_, i)| i).collect();
+        drop(keyed);
+        let mut flat = Vec::with_capacity(patterns.iter().map(|p| p.len()).sum());
+        let mut ends = Vec::with_capacity(sorted.len() + 1);
+        ends.push(0usize);
+        for &i in &sorted {
+            flat.extend_from_slice(&patterns[i as usize]);
+            ends.push(flat.len());
+        }
+        let pat = |k: usize| &flat[ends[k]..ends[k + 1]];
+        // Common prefix length of each stop with the previous one in sorted order.
+        let lcp: Vec<u32> = (0..sorted.len())
+            .map(|k| {
+                if k == 0 {
+                    return 0;
+                }
+                let (x, y) = (pat(k - 1), pat(k));
+                to_u32(x.iter().zip(y).take_while(|(a, b)| a == b).count())
+            })
+            .collect();
+        // Each stop adds one state per byte past its common prefix with the previous one.
+        let n = 1 + (0..sorted.len()).map(|k| pat(k).len() - lcp[k] as usize).sum::<usize>();
+        let mut trie = Trie {
+            byte: Vec::with_capacity(n),
+            first_child: Vec::with_capacity(n + 1),
+            depth: Vec::with_capacity(n),
+            prefix_of: Vec::with_capacity(n),
+            terminal: Vec::with_capacity(n),
+        };
+        trie.push(0, 0, NONE);
+        // The stops at least `level` bytes long (sorted positions), and the state each has reached.
+        let mut active: Vec<u32> = (0..to_u32(sorted.len())).collect();
+        let mut cur = vec![0u32; sorted.len()];
+        let mut level = 1usize;
+        while !active.is_empty() {
+            let mut prev: Option<usize> = None;
+            let mut id = 0u32;
+            let mut kept = 0;
+            for j in 0..active.len() {
+                let k = active[j] as usize;
+                let p = pat(k);
+                // A new prefix of length `level` unless the previous stop in sorted order shares it
+                // (a stop between two that share it would share it too).
+                if prev.is_none_or(|q| q + 1 != k || (lcp[k] as usize) < level) {
+                    let parent = cur[k] as usize;
+                    id = to_u32(trie.byte.len());
+                    while trie.first_child.len() <= parent {
+                        trie.first_child.push(id);
                     }
+                    trie.push(p[level - 1], to_u32(level), sorted[k]);
+                }
+                cur[k] = id;
+                if p.len() == level {
+                    let slot = &mut trie.terminal[id as usize];
+                    if *slot == NONE {
+                        *slot = sorted[k]; // first listed wins among duplicates
+                    }
+                } else {
+                    active[kept] = to_u32(k);
+                    kept += 1;
+                }
+                prev = Some(k);
+            }
+            active.truncate(kept);
+            level += 1;
+        }
+        debug_assert_eq!(trie.byte.len(), n);
+        while trie.first_child.len() <= n {
+            trie.first_child.push(to_u32(n));
+        }
+        trie
+    }
+
+    fn push(&mut self, byte: u8, depth: u32, prefix_of: u32) {
+        self.byte.push(byte);
+        self.depth.push(depth);
+        self.prefix_of.push(prefix_of);
+        self.terminal.push(NONE);
+    }
+}
+
+/// The dense table while it is being filled, with what the full transition function needs.
+struct Layout<'a> {
+    table: Vec<u32>,
+    classes: &'a [u16; 256],
+    shift: u32,
+    dense: usize,
+    byte: &'a [u8],
+    first_child: &'a [u32],
+}
+
+impl Layout<'_> {
+    /// The state number reached from state `f` on byte `b`: one table load from a dense state
+    /// (whose row is complete, since rows are filled in breadth-first order and `f` is shallower
+    /// than the state being laid out), else `f`'s trie edges and then its failure link.
+    fn delta(&self, fail: &[u32], mut f: usize, b: u8) -> usize {
+        loop {
+            if f < self.dense {
+                let e = self.table[(f << self.shift) + self.classes[b as usize] as usize];
+                return if e & SPARSE == 0 {
+                    ((e & ID_MASK) >> self.shift) as usize
+                } else {
+                    self.dense + (e & ID_MASK) as usize
                 };
             }
-            if out[s] == NONE {
-                out[s] = pid; // first listed wins among duplicates
+            let (lo, hi) = (self.first_child[f] as usize, self.first_child[f + 1] as usize);
+            if let Some(j) = self.byte[lo..hi].iter().position(|&x| x == b) {
+                return lo + j;
             }
+            f = fail[f] as usize;
         }
-        // Failure links in BFS order; `out` inherits the longest suffix stop from the failure
-        // state, which is final by the time it is read because BFS visits shallower states first.
-        let n = edges.len();
-        let mut fail = vec![0u32; n];
-        let mut order = Vec::with_capacity(n);
-        order.push(0u32);
-        let mut head = 0;
-        while head < order.len() {
-            let s = order[head] as usize;
-            head += 1;
-            for &(b, t) in &edges[s] {
-                let t_us = t as usize;
-                if s != 0 {
-                    let mut f = fail[s] as usize;
-                    fail[t_us] = loop {
-                        if let Ok(i) = edges[f].binary_search_by_key(&b, |&(k, _)| k) {
-                            break edges[f][i].1;
-                        }
-                        if f == 0 {
-                            break 0;
-                        }
-                        f = fail[f] as usize;
-                    };
-                    if out[t_us] == NONE {
-                        out[t_us] = out[fail[t_us] as usize];
-                    }
-                }
-                order.push(t);
-            }
-        }
-        Trie { edges, fail, depth, prefix_of, out, order }
     }
 }
 
@@ -208,8 +337,9 @@ impl Automaton {
     /// Builds with at most `dense_budget` dense table entries (at least the root's row).
     pub(crate) fn with_budget(patterns: Vec<Box<[u8]>>, dense_budget: usize) -> Automaton {
         debug_assert!(patterns.iter().all(|p| !p.is_empty()));
+        let prefilter = Prefilter::new(&patterns);
         let trie = Trie::new(&patterns);
-        let n = trie.edges.len();
+        let n = trie.byte.len();
 
         let mut classes = [0u16; 256];
         let mut nclasses = 1usize;
@@ -226,55 +356,71 @@ impl Automaton {
         let shift = stride.trailing_zeros();
         let dense = (dense_budget / stride).clamp(1, n);
 
-        // Renumber breadth-first: number `i` is the i-th state in BFS order.
-        let mut number = vec![0u32; n];
-        for (i, &old) in trie.order.iter().enumerate() {
-            number[old as usize] = to_u32(i);
-        }
-        let encode = |old: u32| -> u32 {
-            let i = number[old as usize] as usize;
-            let id = if i < dense { to_u32(i << shift) } else { SPARSE | to_u32(i - dense) };
-            id | if trie.out[old as usize] == NONE { 0 } else { MATCH_BIT }
+        // One pass in breadth-first order. Processing state `i` fixes its children's failure
+        // links and outputs (a failure link is shallower, so its row or edges are complete),
+        // then lays out `i`: a dense row (its failure state's row with its own edges on top)
+        // or sparse edges.
+        let Trie { byte, first_child, depth, prefix_of, terminal: mut out } = trie;
+        let children = |s: usize| first_child[s] as usize..first_child[s + 1] as usize;
+        let mut fail = vec![0u32; n];
+        let mut layout = Layout {
+            table: vec![0u32; dense * stride],
+            classes: &classes,
+            shift,
+            dense,
+            byte: &byte,
+            first_child: &first_child,
         };
-        let permute =
-            |v: &[u32]| -> Vec<u32> { trie.order.iter().map(|&o| v[o as usize]).collect() };
-
-        // Dense rows, in BFS order so a failure state's row is complete when it is copied.
-        let mut table = vec![0u32; dense * stride];
-        for (i, &old) in trie.order.iter().take(dense).enumerate() {
-            if i != 0 {
-                let f = number[trie.fail[old as usize] as usize] as usize;
-                table.copy_within(f * stride..(f + 1) * stride, i * stride);
-            }
-            for &(b, t) in &trie.edges[old as usize] {
-                table[i * stride + classes[b as usize] as usize] = encode(t);
-            }
-        }
-        // Sparse states.
         let mut edge_start = Vec::with_capacity(n - dense + 1);
-        let mut edge_byte = Vec::new();
-        let mut edge_target = Vec::new();
-        let mut fail = Vec::with_capacity(n - dense);
-        for &old in &trie.order[dense..] {
-            edge_start.push(to_u32(edge_byte.len()));
-            for &(b, t) in &trie.edges[old as usize] {
-                edge_byte.push(b);
-                edge_target.push(encode(t));
+        let mut edge_byte = Vec::with_capacity(n - dense);
+        let mut edge_target = Vec::with_capacity(n - dense);
+        let mut sparse_fail = Vec::with_capacity(n - dense);
+        let encode = |i: usize, out: &[u32]| -> u32 {
+            let id = if i < dense { to_u32(i << shift) } else { SPARSE | to_u32(i - dense) };
+            id | if out[i] == NONE { 0 } else { MATCH_BIT }
+        };
+        for i in 0..n {
+            let kids = children(i);
+            for c in kids.clone() {
+                let b = byte[c];
+                let f = if i == 0 { 0 } else { layout.delta(&fail, fail[i] as usize, b) };
+                fail[c] = to_u32(f);
+                if out[c] == NONE {
+                    out[c] = out[f];
+                }
             }
-            fail.push(encode(trie.fail[old as usize]) & !MATCH_BIT);
+            if i < dense {
+                if i != 0 {
+                    let f = fail[i] as usize;
+                    layout.table.copy_within(f * stride..(f + 1) * stride, i * stride);
+                }
+                for c in kids {
+                    layout.table[i * stride + classes[byte[c] as usize] as usize] = encode(c, &out);
+                }
+            } else {
+                edge_start.push(to_u32(edge_byte.len()));
+                for c in kids {
+                    edge_byte.push(byte[c]);
+                    edge_target.push(encode(c, &out));
+                }
+                sparse_fail.push(encode(fail[i] as usize, &out) & !MATCH_BIT);
+            }
         }
         edge_start.push(to_u32(edge_byte.len()));
+        let table = layout.table;
+        drop(fail);
+        drop(byte);
+        drop(first_child);
 
-        let first_bytes: Vec<u8> = trie.edges[0].iter().map(|&(b, _)| b).collect();
         let mut leaves_root = [false; 256];
-        for &b in &first_bytes {
-            leaves_root[b as usize] = true;
+        for p in &patterns {
+            leaves_root[p[0] as usize] = true;
         }
         let max_len = patterns.iter().map(|p| p.len()).max().unwrap_or(0);
         Automaton {
-            depth: permute(&trie.depth),
-            prefix_of: permute(&trie.prefix_of),
-            out: permute(&trie.out),
+            depth,
+            prefix_of,
+            out,
             patterns,
             classes,
             table,
@@ -283,9 +429,9 @@ impl Automaton {
             edge_start,
             edge_byte,
             edge_target,
-            fail,
+            fail: sparse_fail,
             max_len,
-            first_bytes,
+            prefilter,
             leaves_root,
         }
     }
@@ -316,6 +462,7 @@ impl Automaton {
             + self.edge_start.len() * 4
             + self.edge_byte.len() * 5
             + self.fail.len() * 4
+            + self.prefilter.as_ref().map_or(0, |_| 1024)
     }
 
     /// The state number of an id.
@@ -347,8 +494,13 @@ impl Automaton {
     /// Scans `bytes` from state `sid`, stopping at the first (earliest-ending) stop.
     #[inline]
     pub fn scan(&self, sid: u32, bytes: &[u8]) -> Step {
-        if bytes.len() >= SKIP_MIN_LEN && self.first_bytes.len() <= 3 {
-            return self.scan_skipping(sid, bytes);
+        if bytes.len() >= SKIP_MIN_LEN {
+            if let Some(pre) = &self.prefilter {
+                return self.scan_prefiltered(pre, sid, bytes);
+            }
+            if self.fail.is_empty() {
+                return self.walk_dense(sid, bytes);
+            }
         }
         let mut s = sid;
         let mut i = 0;
@@ -362,14 +514,8 @@ impl Automaton {
             if i == n {
                 return Step::Continue(s);
             }
-            let b = bytes[i];
+            let next = self.step(s, bytes[i]);
             i += 1;
-            let next = if self.fail.is_empty() {
-                // Every state is dense: one load per byte.
-                self.table[s as usize + self.classes[b as usize] as usize]
-            } else {
-                self.next(s, b)
-            };
             if next & MATCH_BIT != 0 {
                 return Step::Stop(self.hit(next & !MATCH_BIT, i));
             }
@@ -378,6 +524,17 @@ impl Automaton {
     }
 
     /// One transition (the result carries the flags).
+    #[inline]
+    fn step(&self, sid: u32, b: u8) -> u32 {
+        if self.fail.is_empty() {
+            // Every state is dense: one load per byte.
+            self.table[sid as usize + self.classes[b as usize] as usize]
+        } else {
+            self.next(sid, b)
+        }
+    }
+
+    /// One transition through the sparse states' failure links (the result carries the flags).
     #[inline]
     fn next(&self, sid: u32, b: u8) -> u32 {
         let class = self.classes[b as usize] as usize;
@@ -401,33 +558,83 @@ impl Automaton {
         }
     }
 
-    /// Scan for long inputs: while at the root, jump to the next byte that can start a stop with
-    /// `memchr` (up to three distinct first bytes), which runs at memory speed.
-    fn scan_skipping(&self, sid: u32, bytes: &[u8]) -> Step {
-        let fb = &self.first_bytes;
-        let find = |hay: &[u8]| match fb.len() {
-            0 => None,
-            1 => memchr::memchr(fb[0], hay),
-            2 => memchr::memchr2(fb[0], fb[1], hay),
-            _ => memchr::memchr3(fb[0], fb[1], fb[2], hay),
+    /// Scan for long inputs when every state is dense and no prefilter applies: the plain table
+    /// walk, one load and one test per byte with nothing else in the loop.
+    fn walk_dense(&self, sid: u32, bytes: &[u8]) -> Step {
+        let table = &self.table[..];
+        let classes = &self.classes;
+        let mut s = sid as usize;
+        for (i, &b) in bytes.iter().enumerate() {
+            let t = table[s + classes[b as usize] as usize];
+            if t & MATCH_BIT != 0 {
+                return Step::Stop(self.hit(t & !MATCH_BIT, i + 1));
+            }
+            s = t as usize;
+        }
+        Step::Continue(s as u32)
+    }
+
+    /// Scan for long inputs: while at the root, jump to where the next stop could start (see
+    /// `prefilter.rs` for why no stop can start earlier), then walk the automaton from there
+    /// through the candidate byte and on until it is back at the root.
+    fn scan_prefiltered(&self, pre: &Prefilter, sid: u32, bytes: &[u8]) -> Step {
+        if self.fail.is_empty() {
+            self.prefiltered::<true>(pre, sid, bytes)
+        } else {
+            self.prefiltered::<false>(pre, sid, bytes)
+        }
+    }
+
+    /// [`Automaton::scan_prefiltered`], with `DENSE` telling whether every state is dense (so
+    /// that the test is made once per input, not once per byte).
+    #[inline]
+    fn prefiltered<const DENSE: bool>(&self, pre: &Prefilter, sid: u32, bytes: &[u8]) -> Step {
+        let n = bytes.len();
+        let step = |s: u32, b: u8| {
+            if DENSE {
+                self.table[s as usize + self.classes[b as usize] as usize]
+            } else {
+                self.next(s, b)
+            }
         };
         let mut s = sid;
         let mut i = 0;
-        while i < bytes.len() {
-            if s == Self::START {
-                match find(&bytes[i..]) {
-                    Some(j) => i += j,
-                    None => return Step::Continue(Self::START),
+        // Read bytes `i..until`, then on until the root; `Err` is a completed stop.
+        let walk = |s: &mut u32, i: &mut usize, until: usize| -> Result<(), Hit> {
+            while *i < until || (*s != Self::START && *i < n) {
+                let next = step(*s, bytes[*i]);
+                *i += 1;
+                if next & MATCH_BIT != 0 {
+                    return Err(self.hit(next & !MATCH_BIT, *i));
                 }
+                *s = next;
             }
-            let next = self.next(s, bytes[i]);
-            i += 1;
-            if next & MATCH_BIT != 0 {
-                return Step::Stop(self.hit(next & !MATCH_BIT, i));
+            Ok(())
+        };
+        loop {
+            // At the root at `i`, or still inside a stop begun before the input.
+            if let Err(hit) = walk(&mut s, &mut i, 0) {
+                return Step::Stop(hit);
             }
-            s = next;
+            if i == n {
+                return Step::Continue(s);
+            }
+            let until = match pre.find(bytes, i) {
+                Some(q) => {
+                    i = i.max(q - pre.back(bytes[q]).min(q));
+                    q + 1
+                }
+                None if pre.starts() => return Step::Continue(Self::START),
+                None => {
+                    // No stop occurs in the rest; one may have begun in its last bytes.
+                    i = i.max(n - (self.max_len - 1).min(n));
+                    n
+                }
+            };
+            if let Err(hit) = walk(&mut s, &mut i, until) {
+                return Step::Stop(hit);
+            }
         }
-        Step::Continue(s)
     }
 
     fn hit(&self, sid: u32, end: usize) -> Hit {
