@@ -25,7 +25,7 @@ STOPS = ["</answer>", "\n\nUser:", "###", "END", "<|im_end|>", "Observation:"]
 def test_split_by_limit(limit: int | str | None, upstream: int) -> None:
     split = split_stops(STOPS, limit)
     assert split == StopSplit(STOPS[:upstream], STOPS[upstream:])
-    assert split.upstream + split.rest == STOPS
+    assert [*split.upstream, *split.rest] == STOPS
 
 
 def test_duplicates_are_sent_once_and_inputs_are_validated() -> None:
@@ -187,3 +187,12 @@ def test_patterns_and_included_stops_stay_local() -> None:
     assert not providers._local_only("a")
     assert providers._local_only(PatternLike())
     assert providers._local_only(IncludedLiteral("b"))
+
+
+def test_stop_and_regex_items_stay_local() -> None:
+    from stopstream import Regex, Stop
+
+    stops = ["a", Regex(r"\d+"), Stop("b", include=True), Stop("c"), "a", "d"]
+    split = split_stops(stops, "openai")
+    assert split.upstream == ["a", "d"]
+    assert split.rest == [Regex(r"\d+"), Stop("b", include=True), Stop("c")]

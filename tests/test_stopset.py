@@ -61,7 +61,7 @@ def _message_text(events: list[Any]) -> str:
     )
 
 
-def _opt(include: bool | None) -> dict[str, bool]:
+def _opt(include: bool | None) -> dict[str, Any]:
     """The native classes take ``include_stop`` or nothing (``None`` is a ``TypeError``)."""
     return {} if include is None else {"include_stop": include}
 
@@ -231,6 +231,8 @@ def test_dir_shows_only_the_api() -> None:
     expected = {
         "AsyncStopStream",
         "ByteStopFilter",
+        "Regex",
+        "Stop",
         "StopFilter",
         "StopSet",
         "StopStream",

@@ -2,7 +2,8 @@
 
 ``StopFilter`` / ``ByteStopFilter`` are push filters (``feed`` a chunk, get what is safe to emit),
 ``wrap`` / ``awrap`` wrap a sync / async iterator of chunks, ``truncate`` cuts a whole text, and
-``StopSet`` is a stop list compiled once, accepted wherever ``stops`` is.
+``StopSet`` is a stop list compiled once, accepted wherever ``stops`` is. ``Stop`` (a literal
+with its own include flag) and ``Regex`` (a pattern) mix with ``str`` in any stop list.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from types import ModuleType
 from stopstream._aio import AsyncStopStream, awrap
 from stopstream._core import (
     ByteStopFilter,
+    Regex,
+    Stop,
     StopFilter,
     StopSet,
     StopStream,
@@ -28,6 +31,8 @@ from stopstream._wrap import wrap
 __all__ = [
     "AsyncStopStream",
     "ByteStopFilter",
+    "Regex",
+    "Stop",
     "StopFilter",
     "StopSet",
     "StopStream",

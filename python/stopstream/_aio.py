@@ -9,10 +9,10 @@ stop fires: it closes the upstream itself (Starlette's ``StreamingResponse`` nev
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Callable
+from collections.abc import AsyncIterable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from stopstream._core import ByteStopFilter, StopFilter
+from stopstream._core import ByteStopFilter, Regex, Stop, StopFilter
 from stopstream._lifecycle import AsyncPull
 from stopstream._wrap import stop_set
 
@@ -29,11 +29,18 @@ class _FilterStage:
 
     __slots__ = ("errors", "filter", "include_stop", "position", "push", "stops")
 
-    def __init__(self, stops: Stops, include_stop: bool | None, errors: str) -> None:
+    def __init__(
+        self,
+        stops: Stops,
+        include_stop: bool | None,
+        errors: str,
+        skip: Iterable[tuple[str, str]] | None = None,
+        skip_until: str | None = None,
+    ) -> None:
         if errors not in ("strict", "replace"):
             raise ValueError(f"errors must be 'strict' or 'replace', not {errors!r}")
         # Validate and compile the stops now, so a bad list fails at the call site.
-        self.stops = stop_set(stops, include_stop)
+        self.stops = stop_set(stops, include_stop, skip, skip_until)
         self.include_stop = self.stops.include_stop
         self.errors = errors
         self.filter: StopFilter | ByteStopFilter | None = None
@@ -94,15 +101,18 @@ class AsyncStopStream(AsyncPull[_Chunk]):
         stops: Stops,
         include_stop: bool | None = None,
         errors: str = "strict",
+        *,
+        skip: Iterable[tuple[str, str]] | None = None,
+        skip_until: str | None = None,
     ) -> None:
         if not isinstance(chunks, AsyncIterable):
             raise TypeError(f"chunks must be an async iterable, not {type(chunks).__name__}")
-        stage = _FilterStage(stops, include_stop, errors)
+        stage = _FilterStage(stops, include_stop, errors, skip, skip_until)
         self._filter_stage = stage
         super().__init__(chunks, stage)
 
     @property
-    def stops(self) -> tuple[str, ...]:
+    def stops(self) -> tuple[str | Stop | Regex, ...]:
         return self._filter_stage.stops.stops
 
     @property
@@ -141,6 +151,9 @@ def awrap(
     stops: Stops,
     include_stop: bool | None = None,
     errors: str = "strict",
+    *,
+    skip: Iterable[tuple[str, str]] | None = None,
+    skip_until: str | None = None,
 ) -> AsyncStopStream[str]: ...
 @overload
 def awrap(
@@ -148,12 +161,18 @@ def awrap(
     stops: Stops,
     include_stop: bool | None = None,
     errors: str = "strict",
+    *,
+    skip: Iterable[tuple[str, str]] | None = None,
+    skip_until: str | None = None,
 ) -> AsyncStopStream[bytes]: ...
 def awrap(
     chunks: AsyncIterable[str] | AsyncIterable[BytesLike],
     stops: Stops,
     include_stop: bool | None = None,
     errors: str = "strict",
+    *,
+    skip: Iterable[tuple[str, str]] | None = None,
+    skip_until: str | None = None,
 ) -> AsyncStopStream[str] | AsyncStopStream[bytes]:
     """Wrap an async iterable of ``str`` or bytes-like chunks; see ``wrap`` for the rules.
 
@@ -161,4 +180,4 @@ def awrap(
     is closed or its ``async with`` block left, when an item is bad, when the upstream raises,
     and when the task is cancelled while awaiting the upstream.
     """
-    return AsyncStopStream(chunks, stops, include_stop, errors)
+    return AsyncStopStream(chunks, stops, include_stop, errors, skip=skip, skip_until=skip_until)

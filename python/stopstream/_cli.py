@@ -26,7 +26,7 @@ from typing import BinaryIO
 
 import stopstream
 from stopstream import sse
-from stopstream._core import ByteStopFilter
+from stopstream._core import ByteStopFilter, Regex, Stop, StopSet
 
 _READ_SIZE = 1 << 16
 
@@ -140,10 +140,43 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "-s",
         "--stop",
+        dest="items",
         action="append",
         default=[],
+        type=lambda v: ("str", v),
         metavar="STOP",
-        help="a stop sequence (repeatable)",
+        help="a stop sequence (repeatable; stops of every kind are numbered in the order given)",
+    )
+    p.add_argument(
+        "-r",
+        "--regex",
+        dest="items",
+        action="append",
+        type=lambda v: ("regex", v),
+        metavar="PATTERN",
+        help="a regex stop in Rust regex syntax, e.g. '\\bend\\b' (repeatable)",
+    )
+    p.add_argument(
+        "-k",
+        "--keep",
+        dest="items",
+        action="append",
+        type=lambda v: ("keep", v),
+        metavar="STOP",
+        help="a stop sequence that is written with the output when it fires (repeatable)",
+    )
+    p.add_argument(
+        "--skip",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("OPEN", "CLOSE"),
+        help="a region the stops do not see, from OPEN through CLOSE (repeatable)",
+    )
+    p.add_argument(
+        "--skip-until",
+        metavar="MARKER",
+        help="the stops are inactive until MARKER has occurred",
     )
     p.add_argument(
         "-e",
@@ -195,7 +228,7 @@ def _certain(held: bytes) -> bytes:
 
 
 def _run(args: argparse.Namespace, src: BinaryIO, out: BinaryIO) -> int:
-    f = ByteStopFilter(args.stops, args.include_stop, args.errors)
+    f = ByteStopFilter(args.stops, errors=args.errors)
     fd = src.fileno()
     try:
         while True:
@@ -352,17 +385,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``stopstream`` command."""
     parser = _parser()
     args = parser.parse_args(argv)
-    args.stops = list(args.stop)
-    if args.escapes:
-        for position, stop in enumerate(args.stop):
-            try:
-                args.stops[position] = unescape(stop)
-            except EscapeError as exc:
-                parser.error(f"-s {_quoted(stop)}: {exc}")
+
+    def text(value: str, flag: str) -> str:
+        if not args.escapes:
+            return value
+        try:
+            return unescape(value)
+        except EscapeError as exc:
+            parser.error(f"{flag} {_quoted(value)}: {exc}")
+
+    args.stops = [
+        text(v, "-s")
+        if kind == "str"
+        else Stop(text(v, "-k"), include=True)
+        if kind == "keep"
+        else Regex(v)
+        for kind, v in args.items
+    ]
+    args.skip = [(text(o, "--skip"), text(c, "--skip")) for o, c in args.skip]
+    if args.skip_until is not None:
+        args.skip_until = text(args.skip_until, "--skip-until")
     if args.sse is not None and args.errors != "strict":
         parser.error("--errors applies to plain streams, not to --sse (SSE bodies are JSON)")
+    if args.sse is not None and (args.skip or args.skip_until is not None):
+        parser.error("--skip and --skip-until apply to plain streams, not to --sse")
     try:
-        ByteStopFilter(args.stops)
+        # Compiled once (and so checked) here.
+        args.stops = StopSet(
+            args.stops, args.include_stop, skip=args.skip or None, skip_until=args.skip_until
+        )
     except ValueError as exc:
         parser.error(str(exc))
     run = _run if args.sse is None else _run_sse

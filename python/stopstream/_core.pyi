@@ -14,6 +14,8 @@ from typing_extensions import Self
 
 __all__ = [
     "ByteStopFilter",
+    "Regex",
+    "Stop",
     "StopFilter",
     "StopSet",
     "StopStream",
@@ -28,7 +30,9 @@ __all__ = [
 __version__: str
 """The package version (from ``rust/Cargo.toml``)."""
 
-_Stops: TypeAlias = "str | Iterable[str] | StopSet | None"
+_Item: TypeAlias = "str | Stop | Regex"
+_Stops: TypeAlias = "str | Stop | Regex | Iterable[str | Stop | Regex] | StopSet | None"
+_Skip: TypeAlias = "Iterable[tuple[str, str]] | None"
 _StopReason: TypeAlias = Literal["stop_sequence", "end"]
 _Chunk = TypeVar("_Chunk", str, bytes)
 
@@ -36,6 +40,69 @@ class _Closer(Protocol):
     def close(self) -> None: ...
     def close_source(self) -> None: ...
     def disarm(self) -> None: ...
+
+@final
+class Stop:
+    """A literal stop with its own include flag (contract §6.1, §6.2).
+
+    Immutable, hashable, equal by value; mixes with ``str`` in any stop list.
+    """
+
+    def __new__(cls, text: str, *, include: bool | None = None) -> Self:
+        """A literal stop.
+
+        Args:
+            text: the stop (empty is a ``ValueError`` when the list is compiled).
+            include: keep this stop in the output when it fires; ``None``: the filter's
+                ``include_stop``.
+        """
+    @property
+    def text(self) -> str:
+        """The stop text."""
+    @property
+    def include(self) -> bool | None:
+        """This stop's include flag; ``None``: the filter's ``include_stop``."""
+    def __eq__(self, value: object, /) -> bool:
+        """Equal to a ``Stop`` with the same text and flag."""
+    def __hash__(self) -> int:
+        """A hash consistent with ``==``."""
+
+@final
+class Regex:
+    """A pattern stop in the syntax of Rust's ``regex`` crate (contract §6.3).
+
+    Unicode on; ``^``/``\\A`` are the start of the stream, ``$``/``\\z`` its end (or line ends
+    under ``(?m)``); ``\\b``/``\\B`` see the characters around the match. The earliest-ending
+    match fires (then the longest, then the first listed); ``stop_sequence`` is the matched
+    text. Immutable, hashable, equal by value.
+    """
+
+    def __new__(cls, pattern: str, *, include: bool | None = None) -> Self:
+        """A pattern stop; the pattern is checked when a stop list is compiled, where an
+        invalid or empty-matching pattern is a ``ValueError`` naming its position.
+
+        Args:
+            pattern: the pattern.
+            include: keep the match in the output when it fires; ``None``: the filter's
+                ``include_stop``.
+        """
+    @property
+    def pattern(self) -> str:
+        """The pattern."""
+    @property
+    def include(self) -> bool | None:
+        """This stop's include flag; ``None``: the filter's ``include_stop``."""
+    @property
+    def max_len(self) -> int | None:
+        """The longest match in code points; ``None`` if unbounded (then held text is too).
+
+        Raises:
+            ValueError: the pattern is invalid or matches the empty string.
+        """
+    def __eq__(self, value: object, /) -> bool:
+        """Equal to a ``Regex`` with the same pattern and flag."""
+    def __hash__(self) -> int:
+        """A hash consistent with ``==``."""
 
 @final
 class StopSet:
@@ -47,13 +114,21 @@ class StopSet:
     is a ``ValueError``. Immutable, hashable, equal by value (stops and options), picklable.
     """
 
-    def __new__(cls, stops: _Stops, include_stop: bool = False) -> Self:
+    def __new__(
+        cls,
+        stops: _Stops,
+        include_stop: bool = False,
+        skip: _Skip = None,
+        skip_until: str | None = None,
+    ) -> Self:
         """Compile ``stops``.
 
         Args:
-            stops: ``None`` (no stops), one ``str``, an iterable of ``str``, or a ``StopSet``
-                (its options then apply, see the class docstring).
+            stops: ``None`` (no stops), one ``str``, ``Stop`` or ``Regex``, an iterable of them,
+                or a ``StopSet`` (its options then apply, see the class docstring).
             include_stop: keep the stop in the output; not given: ``False``, or the given set's own.
+            skip: ``(open, close)`` literal pairs: regions the stops do not see (contract §6.4).
+            skip_until: stops are inactive until this literal marker has occurred.
 
         Raises:
             TypeError: ``stops`` is not ``None``, a ``str``, an iterable of ``str`` or a
@@ -62,30 +137,51 @@ class StopSet:
             MemoryError: the compiled list would exceed the size limit.
         """
     @property
-    def stops(self) -> tuple[str, ...]:
+    def stops(self) -> tuple[_Item, ...]:
         """The stops as given, in order (``stop_index`` indexes this tuple)."""
     @property
     def include_stop(self) -> bool:
         """Whether filters built from this set keep the stop in their output."""
+    @property
+    def skip(self) -> tuple[tuple[str, str], ...] | None:
+        """The skip pairs, or ``None``."""
+    @property
+    def skip_until(self) -> str | None:
+        """The ``skip_until`` marker, or ``None``."""
     def __len__(self) -> int:
         """The number of stops, duplicates included."""
     def __eq__(self, value: object, /) -> bool:
         """Equal to another ``StopSet`` with equal stops and options."""
     def __hash__(self) -> int:
         """A hash of the stops and options, consistent with ``==``."""
-    def __reduce__(self) -> tuple[type[StopSet], tuple[tuple[str, ...], bool]]:
+    def __reduce__(
+        self,
+    ) -> tuple[
+        type[StopSet],
+        tuple[tuple[_Item, ...], bool, tuple[tuple[str, str], ...] | None, str | None],
+    ]:
         """Pickled as its arguments; unpickling compiles the list again."""
 
 @final
 class StopFilter:
     """Incremental stop-sequence filter over ``str`` chunks."""
 
-    def __new__(cls, stops: _Stops, include_stop: bool = False) -> Self:
+    def __new__(
+        cls,
+        stops: _Stops,
+        include_stop: bool = False,
+        *,
+        skip: _Skip = None,
+        skip_until: str | None = None,
+    ) -> Self:
         """Create a filter.
 
         Args:
-            stops: ``None``, one ``str``, an iterable of ``str``, or a ``StopSet``.
+            stops: ``None``, one ``str``, ``Stop`` or ``Regex``, an iterable of them, or a
+                ``StopSet``.
             include_stop: keep the stop in the output; not given: ``False``, or the set's own.
+            skip: ``(open, close)`` literal pairs: regions the stops do not see (contract §6.4).
+            skip_until: stops are inactive until this literal marker has occurred.
 
         Raises:
             TypeError: ``stops`` has the wrong type.
@@ -105,7 +201,7 @@ class StopFilter:
     def reset(self) -> None:
         """Start over with the same stops and options."""
     @property
-    def stops(self) -> tuple[str, ...]:
+    def stops(self) -> tuple[_Item, ...]:
         """The stops as given, in order."""
     @property
     def include_stop(self) -> bool:
@@ -115,7 +211,7 @@ class StopFilter:
         """Whether a stop fired."""
     @property
     def stop_sequence(self) -> str | None:
-        """The stop that fired, else ``None``."""
+        """The text the stop that fired matched (a literal stop itself), else ``None``."""
     @property
     def stop_index(self) -> int | None:
         """The position in ``stops`` of the stop that fired, else ``None``."""
@@ -130,13 +226,24 @@ class StopFilter:
 class ByteStopFilter:
     """Incremental stop-sequence filter over UTF-8 byte chunks split anywhere."""
 
-    def __new__(cls, stops: _Stops, include_stop: bool = False, errors: str = "strict") -> Self:
+    def __new__(
+        cls,
+        stops: _Stops,
+        include_stop: bool = False,
+        errors: str = "strict",
+        *,
+        skip: _Skip = None,
+        skip_until: str | None = None,
+    ) -> Self:
         """Create a filter.
 
         Args:
-            stops: ``None``, one ``str``, an iterable of ``str``, or a ``StopSet``.
+            stops: ``None``, one ``str``, ``Stop`` or ``Regex``, an iterable of them, or a
+                ``StopSet``.
             include_stop: keep the stop in the output; not given: ``False``, or the set's own.
             errors: ``"strict"`` (invalid UTF-8 raises) or ``"replace"`` (becomes U+FFFD).
+            skip: ``(open, close)`` literal pairs: regions the stops do not see (contract §6.4).
+            skip_until: stops are inactive until this literal marker has occurred.
 
         Raises:
             TypeError: ``stops`` has the wrong type.
@@ -160,7 +267,7 @@ class ByteStopFilter:
     def reset(self) -> None:
         """Start over with the same stops and options."""
     @property
-    def stops(self) -> tuple[str, ...]:
+    def stops(self) -> tuple[_Item, ...]:
         """The stops as given, in order."""
     @property
     def include_stop(self) -> bool:
@@ -173,7 +280,7 @@ class ByteStopFilter:
         """Whether a stop fired."""
     @property
     def stop_sequence(self) -> str | None:
-        """The stop that fired, else ``None``."""
+        """The text the stop that fired matched (a literal stop itself), else ``None``."""
     @property
     def stop_index(self) -> int | None:
         """The position in ``stops`` of the stop that fired, else ``None``."""
@@ -248,7 +355,7 @@ class StopStream(Generic[_Chunk]):
     ) -> bool:
         """Close the stream; exceptions propagate."""
     @property
-    def stops(self) -> tuple[str, ...]:
+    def stops(self) -> tuple[_Item, ...]:
         """The stops as given, in order."""
     @property
     def include_stop(self) -> bool:
@@ -258,7 +365,7 @@ class StopStream(Generic[_Chunk]):
         """Whether a stop fired."""
     @property
     def stop_sequence(self) -> str | None:
-        """The stop that fired, else ``None``."""
+        """The text the stop that fired matched (a literal stop itself), else ``None``."""
     @property
     def stop_index(self) -> int | None:
         """The position in ``stops`` of the stop that fired, else ``None``."""
@@ -269,13 +376,23 @@ class StopStream(Generic[_Chunk]):
     def pending(self) -> _Chunk:
         """The text (or bytes) held back."""
 
-def truncate(text: str, stops: _Stops, include_stop: bool = False) -> tuple[str, str | None]:
+def truncate(
+    text: str,
+    stops: _Stops,
+    include_stop: bool = False,
+    *,
+    skip: _Skip = None,
+    skip_until: str | None = None,
+) -> tuple[str, str | None]:
     """Cut a whole text at the first stop.
 
     Args:
         text: the text.
-        stops: ``None``, one ``str``, an iterable of ``str``, or a ``StopSet``.
+        stops: ``None``, one ``str``, ``Stop`` or ``Regex``, an iterable of them, or a
+            ``StopSet``.
         include_stop: keep the stop; not given: ``False``, or the set's own.
+        skip: ``(open, close)`` literal pairs: regions the stops do not see (contract §6.4).
+        skip_until: stops are inactive until this literal marker has occurred.
 
     Returns:
         ``(text cut, stop that fired or None)``; the text is returned as is when no stop fires.

@@ -15,10 +15,17 @@ if TYPE_CHECKING:
 BytesLike = bytes | bytearray | memoryview
 
 
-def stop_set(stops: Stops, include_stop: bool | None) -> StopSet:
+def stop_set(
+    stops: Stops,
+    include_stop: bool | None,
+    skip: Iterable[tuple[str, str]] | None = None,
+    skip_until: str | None = None,
+) -> StopSet:
     """``stops`` compiled, for the Python entry points: their ``include_stop=None`` means not
     given (``False``, or a ``StopSet``'s own), which the native classes spell by omission."""
-    return StopSet(stops) if include_stop is None else StopSet(stops, include_stop)
+    if include_stop is None:
+        return StopSet(stops, skip=skip, skip_until=skip_until)
+    return StopSet(stops, include_stop, skip=skip, skip_until=skip_until)
 
 
 @overload
@@ -27,6 +34,9 @@ def wrap(
     stops: Stops,
     include_stop: bool | None = None,
     errors: str = "strict",
+    *,
+    skip: Iterable[tuple[str, str]] | None = None,
+    skip_until: str | None = None,
 ) -> StopStream[str]: ...
 @overload
 def wrap(
@@ -34,17 +44,24 @@ def wrap(
     stops: Stops,
     include_stop: bool | None = None,
     errors: str = "strict",
+    *,
+    skip: Iterable[tuple[str, str]] | None = None,
+    skip_until: str | None = None,
 ) -> StopStream[bytes]: ...
 def wrap(
     chunks: Iterable[str] | Iterable[BytesLike],
     stops: Stops,
     include_stop: bool | None = None,
     errors: str = "strict",
+    *,
+    skip: Iterable[tuple[str, str]] | None = None,
+    skip_until: str | None = None,
 ) -> StopStream[str] | StopStream[bytes]:
     """Wrap an iterable of ``str`` (yields ``str``) or of bytes-like chunks (yields ``bytes``).
 
-    ``stops``: ``None``, one ``str``, an iterable of ``str`` or a ``StopSet``; ``include_stop``:
-    ``None`` (not given) means ``False``, or the ``StopSet``'s own.
+    ``stops``: ``None``, one ``str``, ``Stop`` or ``Regex``, an iterable of them, or a
+    ``StopSet``; ``include_stop``: ``None`` (not given) means ``False``, or the ``StopSet``'s own.
+    ``skip`` and ``skip_until``: skip regions the stops do not see (contract §6.4).
 
     The stream yields only non-empty pieces and ends right after the piece in which a stop
     fired, closing the upstream (``close()`` on the iterator and on ``chunks`` where they have
@@ -59,7 +76,8 @@ def wrap(
     upstream; ``stop_reason`` stays ``None`` and ``pending`` keeps the held text. Two
     concurrent pulls: ``RuntimeError``.
     """
-    return StopStream(chunks, stop_set(stops, include_stop), errors=errors, closer=UpstreamCloser)
+    compiled = stop_set(stops, include_stop, skip, skip_until)
+    return StopStream(chunks, compiled, errors=errors, closer=UpstreamCloser)
 
 
 def pull(source: Iterable[object], stage: Stage) -> StopStream[Any]:

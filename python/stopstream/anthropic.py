@@ -48,7 +48,7 @@ from stopstream._adapter import (
     rebuild_from_sample,
     rebuild_model,
 )
-from stopstream._core import StopFilter
+from stopstream._core import Regex, Stop, StopFilter
 from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ class MessagesMachine:
         return "".join(f.pending for f in self._filters.values())
 
     @property
-    def stops(self) -> tuple[str, ...]:
+    def stops(self) -> tuple[str | Stop | Regex, ...]:
         return self._stops
 
     @property
@@ -295,7 +295,7 @@ class _MessagesResult:
     _machine: MessagesMachine
 
     @property
-    def stops(self) -> tuple[str, ...]:
+    def stops(self) -> tuple[str | Stop | Regex, ...]:
         return self._machine.stops
 
     @property

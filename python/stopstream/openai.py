@@ -57,7 +57,7 @@ from stopstream._adapter import (
     SyncAdapterStream,
     check_on_stop,
 )
-from stopstream._core import StopFilter
+from stopstream._core import Regex, Stop, StopFilter
 from stopstream._responses import AsyncResponsesStopStream, ResponsesMachine, ResponsesStopStream
 from stopstream._wrap import stop_set
 
@@ -110,7 +110,7 @@ class ChatMachine:
         self.stopped = False  # every choice stopped or finished, and a stop fired
 
     @property
-    def stops(self) -> tuple[str, ...]:
+    def stops(self) -> tuple[str | Stop | Regex, ...]:
         return self._stops
 
     @property
@@ -262,7 +262,7 @@ class _ChatResult:
     _machine: ChatMachine
 
     @property
-    def stops(self) -> tuple[str, ...]:
+    def stops(self) -> tuple[str | Stop | Regex, ...]:
         return self._machine.stops
 
     @property

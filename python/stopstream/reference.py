@@ -1,4 +1,4 @@
-"""Pure-Python reference implementation of the stopstream contract (contract §2-4, §7).
+"""Pure-Python reference implementation of the stopstream contract (contract §2-4, §6, §7).
 
 This module is the executable statement of the matching rules, written to be plainly correct
 rather than fast: every ``feed`` re-examines everything received so far. The compiled filters in
@@ -15,6 +15,21 @@ The rules, for ``T`` = all text received so far and ``S`` = the stop list:
   suffix that is a proper prefix of some stop (all of ``T`` with ``include_stop``); bytes input
   additionally holds back an incomplete trailing UTF-8 sequence.
 
+Beyond literal stops (contract §6), stops may be :class:`Stop` (a literal with its own include
+flag) and :class:`Regex` (a pattern, here in Python :mod:`re` syntax: the tests generate pattern
+pairs on which Python's and Rust's engines agree), and a filter may have skip regions. Those
+rules are implemented by :class:`_Scan`, which re-reads the whole text on every call:
+
+* the winner is the first end position at which a skip marker or a stop ends (a marker first),
+  with assertions evaluated on the whole text; a stop has fired once every continuation of the
+  text (each character of ``alphabet``, or the end of the stream) gives the same winner ending
+  within the text;
+* the holdback is the earliest start ``p`` from which some continuation (up to ``horizon``
+  characters of ``alphabet``, then one more or the end) gives a flag-off stop a match.
+
+Both quantify over ``alphabet``: the reference is exact for stops whose behaviour every
+character outside it imitates, which is how the tests choose it.
+
 Decoding of bytes input uses CPython's incremental UTF-8 decoder as the oracle, with one
 correction: CPython's decoder keeps ``ED A0``..``ED BF`` (the first two bytes of an encoded
 surrogate) back as if incomplete, although no byte can complete them into well-formed UTF-8
@@ -26,14 +41,18 @@ same either way).
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import functools
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
 __all__ = [
     "ReferenceByteStopFilter",
     "ReferenceStopFilter",
     "ReferenceTokenStopFilter",
+    "Regex",
+    "Stop",
     "StopReason",
     "find_stop",
     "held_suffix_length",
@@ -44,13 +63,48 @@ __all__ = [
 StopReason = Literal["stop_sequence", "end"]
 """Why a filter ended: a stop sequence fired, or ``finish()`` was called without one."""
 
-Stops = str | Iterable[str] | None
-"""What the ``stops`` argument accepts (contract §3)."""
+
+@dataclasses.dataclass(frozen=True)
+class Stop:
+    """A literal stop with its own include flag (``None``: the filter's ``include_stop``)."""
+
+    text: str
+    include: bool | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Regex:
+    """A pattern stop, in Python :mod:`re` syntax (see the module docstring).
+
+    ``max_len`` bounds its matches in characters (``None``: unbounded), which only limits how far
+    back the holdback search starts.
+    """
+
+    pattern: str
+    include: bool | None = None
+    max_len: int | None = None
+
+
+StopItem = str | Stop | Regex
+Stops = StopItem | Iterable[StopItem] | None
+"""What the ``stops`` argument accepts (contract §3, §6.1)."""
+
+DEFAULT_ALPHABET = "ab\u00e9- \n1"
+"""Characters the reference tries as continuations (see the module docstring)."""
 
 _ERRORS_MODES = ("strict", "replace")
 
 
 def validate_stops(stops: object) -> tuple[str, ...]:
+    """Like :func:`validate_items` for lists of plain ``str`` only (contract §3)."""
+    items = validate_items(stops)
+    for position, item in enumerate(items):
+        if not isinstance(item, str):
+            raise TypeError(f"stops[{position}] must be a str, not {type(item).__name__}")
+    return tuple(item for item in items if isinstance(item, str))
+
+
+def validate_items(stops: object) -> tuple[StopItem, ...]:
     """Normalize ``stops`` to a tuple, raising as contract §3 requires.
 
     ``None`` means no stops; a single ``str`` is one stop; anything else must be an iterable of
@@ -60,7 +114,7 @@ def validate_stops(stops: object) -> tuple[str, ...]:
     if stops is None:
         return ()
     wrong_type = f"stops must be None, a str or an iterable of str, not {type(stops).__name__}"
-    if isinstance(stops, str):
+    if isinstance(stops, (str, Stop, Regex)):
         items: list[object] = [stops]
     elif isinstance(stops, (bytes, bytearray, memoryview)):
         # Iterating bytes yields ints; say what is wrong with the argument as a whole.
@@ -71,12 +125,29 @@ def validate_stops(stops: object) -> tuple[str, ...]:
         except TypeError:
             raise TypeError(wrong_type) from None
         items = list(iterator)
-    result: list[str] = []
+    result: list[StopItem] = []
     for position, item in enumerate(items):
-        if not isinstance(item, str):
-            raise TypeError(f"stops[{position}] must be a str, not {type(item).__name__}")
-        if not item:
+        if not isinstance(item, (str, Stop, Regex)):
+            raise TypeError(
+                f"stops[{position}] must be a str, Stop or Regex, not {type(item).__name__}"
+            )
+        if (isinstance(item, str) and not item) or (isinstance(item, Stop) and not item.text):
             raise ValueError(f"stops[{position}] is an empty string")
+        if isinstance(item, Regex):
+            try:
+                compiled = re.compile(item.pattern)
+            except re.error as error:
+                raise ValueError(f"regex stop at position {position} is invalid: {error}") from None
+            probes = ("", "a", "-", "a-", "-a", "\n", "a\na")
+            if any(
+                (m := compiled.match(p, i)) is not None and m.end() == i
+                for p in probes
+                for i in range(len(p) + 1)
+            ):
+                raise ValueError(
+                    f"regex stop at position {position} is invalid: "
+                    "the pattern matches the empty string"
+                )
         result.append(item)
     return tuple(result)
 
@@ -113,40 +184,224 @@ def held_suffix_length(text: str, stops: tuple[str, ...]) -> int:
 
 
 def reference_truncate(
-    text: str, stops: Stops, include_stop: bool = False
+    text: str,
+    stops: Stops,
+    include_stop: bool = False,
+    *,
+    skip: Iterable[tuple[str, str]] | None = None,
+    skip_until: str | None = None,
 ) -> tuple[str, str | None]:
-    """Cut ``text`` at the first stop (contract §2); return the text and the stop that fired."""
+    """Cut ``text`` at the first stop (contract §2, §6); return the text and the matched text."""
     if not isinstance(text, str):
         raise TypeError(f"text must be str, not {type(text).__name__}")
-    if not isinstance(include_stop, bool):
-        raise TypeError(f"include_stop must be a bool, not {type(include_stop).__name__}")
-    checked = validate_stops(stops)
-    match = find_stop(text, checked)
-    if match is None:
-        return text, None
-    start, end, index = match
-    return text[: end if include_stop else start], checked[index]
+    f = ReferenceStopFilter(stops, include_stop, skip=skip, skip_until=skip_until)
+    out = f.feed(text) + f.finish()
+    return out, f.stop_sequence
+
+
+Win = tuple[int, int, int]
+"""A match that fires: ``(start, end, index)``."""
+
+
+class _Scan:
+    """The rules of contract §6 over a whole text, read the slow and obvious way."""
+
+    def __init__(
+        self,
+        items: tuple[StopItem, ...],
+        include_stop: bool,
+        skip: tuple[tuple[str, str], ...],
+        skip_until: str | None,
+        alphabet: str,
+        horizon: int,
+    ) -> None:
+        self.items = items
+        self.include = [
+            include_stop if isinstance(i, str) or i.include is None else i.include for i in items
+        ]
+        self.skip = skip
+        self.skip_until = skip_until
+        self.alphabet = alphabet
+        self.horizon = horizon
+        # A match of ``P`` ending exactly at ``e`` with the character at ``e`` visible: search
+        # ``text[:e + 1]`` for ``P`` followed by exactly one character; at the end of the text,
+        # ``P`` followed by the end.
+        self.before_char: list[re.Pattern[str] | None] = []
+        self.before_end: list[re.Pattern[str] | None] = []
+        for item in items:
+            regex = item.pattern if isinstance(item, Regex) else None
+            if regex is None:
+                self.before_char.append(None)
+                self.before_end.append(None)
+            else:
+                self.before_char.append(re.compile(f"(?:{regex})(?=[\\s\\S]\\Z)"))
+                self.before_end.append(re.compile(f"(?:{regex})\\Z"))
+
+    def literal(self, index: int) -> str | None:
+        item = self.items[index]
+        return item if isinstance(item, str) else item.text if isinstance(item, Stop) else None
+
+    def ends_at(self, index: int, text: str, start: int, end: int) -> bool:
+        """Whether stop ``index`` matches ``text[start:end]``, ``text`` being the whole stream."""
+        literal = self.literal(index)
+        if literal is not None:
+            return text[start:end] == literal
+        if end < len(text):
+            pattern = self.before_char[index]
+            return pattern is not None and pattern.match(text, start, end + 1) is not None
+        pattern = self.before_end[index]
+        return pattern is not None and pattern.match(text, start) is not None
+
+    def first_win(self, text: str) -> tuple[Win | None, int | None]:
+        """The stop that fires in ``text`` read as a whole stream, and where matching may start
+        at its end (``None``: inside a region or before the ``skip_until`` marker)."""
+        segment = 0
+        if self.skip_until is not None:
+            found = text.find(self.skip_until)
+            if found < 0:
+                return None, None
+            segment = found + len(self.skip_until)
+        end = segment + 1
+        while end <= len(text):
+            opening = [
+                (-len(o), k)
+                for k, (o, _) in enumerate(self.skip)
+                if end - len(o) >= segment and text.startswith(o, end - len(o))
+            ]
+            if opening:
+                close = self.skip[min(opening)[1]][1]
+                found = text.find(close, end)
+                if found < 0:
+                    return None, None
+                segment = found + len(close)
+                end = segment + 1
+                continue
+            best: Win | None = None
+            for index in range(len(self.items)):
+                for start in range(segment, end):
+                    if self.ends_at(index, text, start, end):
+                        if best is None or (start, index) < (best[0], best[2]):
+                            best = (start, end, index)
+                        break
+            if best is not None:
+                return best, segment
+            end += 1
+        return None, segment
+
+    def fired(self, text: str) -> Win | None:
+        """The stop that has fired once ``text`` was received (the stream not finished)."""
+        seen: Win | None = None
+        for following in [*self.alphabet, ""]:
+            win, _ = self.first_win(text + following)
+            if win is None or win[1] > len(text) or (seen is not None and win != seen):
+                return None
+            seen = win
+        return seen
+
+    def continuations(self, length: int) -> list[str]:
+        result = [""]
+        for _ in range(length):
+            result = [c + a for c in result for a in self.alphabet]
+        return result
+
+    def holdback_start(self, text: str) -> int:
+        """Where the held-back text starts (``len(text)``: nothing held), no stop having fired."""
+        _, segment = self.first_win(text)
+        if segment is None:
+            return len(text)
+        for start in range(segment, len(text)):
+            have = len(text) - start
+            for index, item in enumerate(self.items):
+                if self.include[index]:
+                    continue
+                literal = self.literal(index)
+                if literal is not None:
+                    if literal.startswith(text[start:]):
+                        return start
+                    continue
+                assert isinstance(item, Regex)
+                if item.max_len is not None and have > item.max_len:
+                    continue
+                longest = self.horizon if item.max_len is None else item.max_len - have
+                for extra in range(min(longest, self.horizon) + 1):
+                    for more in self.continuations(extra):
+                        for following in [*self.alphabet, ""]:
+                            stream = text + more + following
+                            if self.ends_at(index, stream, start, len(text) + extra):
+                                return start
+        return len(text)
+
+
+def validate_skip(
+    skip: object, skip_until: object
+) -> tuple[tuple[tuple[str, str], ...], str | None]:
+    """Normalize the skip-region options (contract §6.4), raising for bad ones."""
+    if skip_until is not None:
+        if not isinstance(skip_until, str):
+            raise TypeError(f"skip_until must be a str or None, not {type(skip_until).__name__}")
+        if not skip_until:
+            raise ValueError("skip_until is empty")
+    pairs: list[tuple[str, str]] = []
+    if skip is not None:
+        if isinstance(skip, (str, bytes)) or not isinstance(skip, Iterable):
+            raise TypeError(
+                f"skip must be an iterable of (open, close) pairs, not {type(skip).__name__}"
+            )
+        for position, pair in enumerate(skip):
+            if not (isinstance(pair, Sequence) and len(pair) == 2):
+                raise TypeError(f"skip[{position}] must be an (open, close) pair of str")
+            opening, closing = pair
+            if not isinstance(opening, str) or not isinstance(closing, str):
+                raise TypeError(f"skip[{position}] must be an (open, close) pair of str")
+            if not opening:
+                raise ValueError(f"skip[{position}] opening marker is empty")
+            if not closing:
+                raise ValueError(f"skip[{position}] closing marker is empty")
+            pairs.append((opening, closing))
+    return tuple(pairs), skip_until
 
 
 class _Matcher:
     """Matching state over decoded text, shared by the ``str`` and ``bytes`` filters.
 
     ``_text`` is the decoded text received so far (cut at the emitted end once a stop fired),
-    ``_emitted`` how many of its code points have been returned to the caller.
+    ``_emitted`` how many of its code points have been returned to the caller. Plain ``str``
+    stops without skip regions follow contract §2 directly; anything else goes through
+    :class:`_Scan`.
     """
 
-    def __init__(self, stops: Stops, include_stop: bool) -> None:
+    def __init__(
+        self,
+        stops: Stops,
+        include_stop: bool,
+        skip: Iterable[tuple[str, str]] | None = None,
+        skip_until: str | None = None,
+        alphabet: str = DEFAULT_ALPHABET,
+        horizon: int = 4,
+    ) -> None:
         if not isinstance(include_stop, bool):
             raise TypeError(f"include_stop must be a bool, not {type(include_stop).__name__}")
-        self._stops = validate_stops(stops)
+        self._stops = validate_items(stops)
         self._include_stop = include_stop
+        pairs, until = validate_skip(skip, skip_until)
+        self._plain = tuple(s for s in self._stops if isinstance(s, str))
+        self._scan: _Scan | None = None
+        if len(self._plain) < len(self._stops) or pairs or until is not None:
+            self._scan = _Scan(self._stops, include_stop, pairs, until, alphabet, horizon)
         self._open()
 
     def _open(self) -> None:
         self._text = ""
         self._emitted = 0
         self._stop_index: int | None = None
+        self._stop_text: str | None = None
         self._finished = False
+
+    def _decided(self, text: str) -> bool:
+        """Whether a stop has fired once ``text`` was received."""
+        if self._scan is None:
+            return find_stop(text, self._plain) is not None
+        return self._scan.fired(text) is not None
 
     def _check_open(self) -> None:
         if self._finished:
@@ -158,16 +413,25 @@ class _Matcher:
         ``final`` means the input has ended: nothing is held back any more.
         """
         assert text.startswith(self._text), "decoded text must only ever grow"
-        match = find_stop(text, self._stops)
+        scan = self._scan
+        if scan is None:
+            match = find_stop(text, self._plain)
+            include = self._include_stop
+        else:
+            match = scan.first_win(text)[0] if final else scan.fired(text)
+            include = match is not None and scan.include[match[2]]
         if match is not None:
             start, end, index = match
-            target = end if self._include_stop else start
+            target = end if include else start
             self._stop_index = index
+            self._stop_text = text[start:end]
             text = text[:target]
-        elif final or self._include_stop:
+        elif final or (scan is None and self._include_stop):
             target = len(text)
+        elif scan is None:
+            target = len(text) - held_suffix_length(text, self._plain)
         else:
-            target = len(text) - held_suffix_length(text, self._stops)
+            target = scan.holdback_start(text)
         assert target >= self._emitted, "output already emitted cannot be taken back"
         output = text[self._emitted : target]
         self._text = text
@@ -175,8 +439,8 @@ class _Matcher:
         return output
 
     @property
-    def stops(self) -> tuple[str, ...]:
-        """The stop sequences, in the order given."""
+    def stops(self) -> tuple[StopItem, ...]:
+        """The stops, as given."""
         return self._stops
 
     @property
@@ -191,8 +455,8 @@ class _Matcher:
 
     @property
     def stop_sequence(self) -> str | None:
-        """The stop that fired, as given, or ``None``."""
-        return None if self._stop_index is None else self._stops[self._stop_index]
+        """The text the stop that fired matched (a literal stop itself), or ``None``."""
+        return self._stop_text
 
     @property
     def stop_index(self) -> int | None:
@@ -215,8 +479,17 @@ class _Matcher:
 class ReferenceStopFilter(_Matcher):
     """Reference for :class:`stopstream.StopFilter`: stop sequences over ``str`` chunks."""
 
-    def __init__(self, stops: Stops, include_stop: bool = False) -> None:
-        super().__init__(stops, include_stop)
+    def __init__(
+        self,
+        stops: Stops,
+        include_stop: bool = False,
+        *,
+        skip: Iterable[tuple[str, str]] | None = None,
+        skip_until: str | None = None,
+        alphabet: str = DEFAULT_ALPHABET,
+        horizon: int = 4,
+    ) -> None:
+        super().__init__(stops, include_stop, skip, skip_until, alphabet, horizon)
 
     def feed(self, text: str) -> str:
         """Take the next chunk; return the text that is now safe to emit (may be empty)."""
@@ -283,12 +556,22 @@ class ReferenceByteStopFilter(_Matcher):
     ``feed``.
     """
 
-    def __init__(self, stops: Stops, include_stop: bool = False, errors: str = "strict") -> None:
+    def __init__(
+        self,
+        stops: Stops,
+        include_stop: bool = False,
+        errors: str = "strict",
+        *,
+        skip: Iterable[tuple[str, str]] | None = None,
+        skip_until: str | None = None,
+        alphabet: str = DEFAULT_ALPHABET,
+        horizon: int = 4,
+    ) -> None:
         if not isinstance(errors, str):
             raise TypeError(f"errors must be a str, not {type(errors).__name__}")
         if errors not in _ERRORS_MODES:
             raise ValueError(f"errors must be 'strict' or 'replace', not {errors!r}")
-        super().__init__(stops, include_stop)
+        super().__init__(stops, include_stop, skip, skip_until, alphabet, horizon)
         self._errors = errors
 
     def _open(self) -> None:
@@ -320,7 +603,7 @@ class ReferenceByteStopFilter(_Matcher):
             text, tail = _decode(raw, self._errors, final=False)
         except UnicodeDecodeError as error:
             before_error = raw[: error.start].decode("utf-8")
-            if find_stop(before_error, self._stops) is None:
+            if not self._decided(before_error):
                 raise
             # A stop completes before the invalid bytes: the stop wins, the rest is dropped.
             text, tail = before_error, b""

@@ -637,6 +637,15 @@ impl Automaton {
         }
     }
 
+    /// One transition for callers that step byte by byte and need the state after a match too
+    /// (the composed matcher of `matcher.rs`): the next state, and the stop that completes there.
+    #[inline]
+    pub(crate) fn step_out(&self, sid: u32, b: u8) -> (u32, Option<usize>) {
+        let next = self.next(sid, b);
+        let s = next & !MATCH_BIT;
+        (s, (next & MATCH_BIT != 0).then(|| self.out[self.number(s)] as usize))
+    }
+
     fn hit(&self, sid: u32, end: usize) -> Hit {
         Hit { pattern: self.out[self.number(sid)] as usize, end }
     }

@@ -13,6 +13,8 @@ pub struct Error {
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum ErrorKind {
     EmptyStop { index: usize },
+    InvalidPattern { index: usize, message: String },
+    EmptyMarker { name: String },
     TooLarge { total: usize },
     Decode(DecodeError),
     Finished,
@@ -38,6 +40,28 @@ pub struct DecodeError {
 impl Error {
     pub(crate) fn empty_stop(index: usize) -> Error {
         Error { kind: ErrorKind::EmptyStop { index } }
+    }
+
+    pub(crate) fn invalid_pattern(index: usize, message: String) -> Error {
+        Error { kind: ErrorKind::InvalidPattern { index, message } }
+    }
+
+    pub(crate) fn empty_marker(name: String) -> Error {
+        Error { kind: ErrorKind::EmptyMarker { name } }
+    }
+
+    /// The position of a rejected regex stop (invalid, matching the empty string, or too
+    /// large), if that is what went wrong.
+    pub fn invalid_pattern_index(&self) -> Option<usize> {
+        match self.kind {
+            ErrorKind::InvalidPattern { index, .. } => Some(index),
+            _ => None,
+        }
+    }
+
+    /// Whether a skip marker was empty.
+    pub fn is_empty_marker(&self) -> bool {
+        matches!(self.kind, ErrorKind::EmptyMarker { .. })
     }
 
     pub(crate) fn too_large(total: usize) -> Error {
@@ -107,6 +131,10 @@ impl fmt::Display for Error {
             ErrorKind::EmptyStop { index } => {
                 write!(f, "stop sequence at position {index} is empty")
             }
+            ErrorKind::InvalidPattern { index, message } => {
+                write!(f, "regex stop at position {index} is invalid: {message}")
+            }
+            ErrorKind::EmptyMarker { name } => write!(f, "{name} is empty"),
             ErrorKind::TooLarge { total } => {
                 write!(f, "stop sequences too long in total ({total}+ bytes; the limit is 2^30)")
             }

@@ -52,7 +52,10 @@
 
 mod automaton;
 mod error;
+mod matcher;
 mod prefilter;
+mod regex;
+mod region;
 mod stream;
 mod tokens;
 mod utf8;
@@ -67,7 +70,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 pub use crate::automaton::{Hit, Step};
 pub use crate::error::{DecodeError, Error};
-pub use crate::stream::{ByteOut, ByteStream, Emit, Status, TextStream};
+pub use crate::matcher::{regex_max_len, MatchStream, Matcher, StopKind, StopSpec};
+pub use crate::stream::{ByteOut, ByteStream, Emit, Status, TextMatcher, TextStream};
 pub use crate::tokens::{Token, TokenStream, Vocab};
 pub use crate::utf8::encode_code_points;
 

@@ -162,25 +162,87 @@ pub enum ByteOut {
     Buffer,
 }
 
+/// A matcher over decoded text, as [`ByteStream`] drives it: [`TextStream`] for literal stops,
+/// [`MatchStream`](crate::MatchStream) for the stops and regions of §6. One decoder serves both,
+/// so strict and replace decoding cannot drift apart between them.
+pub trait TextMatcher: Clone {
+    /// The compiled stop list the matcher runs against.
+    type Set: ?Sized;
+    /// Where the stream stands.
+    fn status(&self) -> Status;
+    /// Whether `finish` was called.
+    fn is_finished(&self) -> bool;
+    /// Whether nothing is held back.
+    fn holds_nothing(&self, set: &Self::Set) -> bool;
+    /// Feeds whole characters, appending the output to `out` or returning [`ByteOut::Input`]
+    /// when it is exactly `text` (then nothing is appended).
+    fn feed_text(
+        &mut self,
+        set: &Self::Set,
+        text: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<ByteOut, Error>;
+    /// Ends the stream, appending what is released.
+    fn finish_text(&mut self, set: &Self::Set, out: &mut Vec<u8>);
+    /// Marks the stream finished after a stop (nothing is released).
+    fn mark_finished(&mut self);
+}
+
+impl TextMatcher for TextStream {
+    type Set = StopSet;
+
+    fn status(&self) -> Status {
+        self.status
+    }
+
+    fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    fn holds_nothing(&self, set: &StopSet) -> bool {
+        self.held(set).is_empty()
+    }
+
+    #[inline]
+    fn feed_text(
+        &mut self,
+        set: &StopSet,
+        text: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<ByteOut, Error> {
+        let before = *self;
+        let e = self.feed(set, text)?;
+        if e.from_held == 0 && e.from_input == text.len() {
+            return Ok(ByteOut::Input);
+        }
+        out.extend_from_slice(&before.held(set)[..e.from_held]);
+        out.extend_from_slice(&text[..e.from_input]);
+        Ok(ByteOut::Buffer)
+    }
+
+    fn finish_text(&mut self, set: &StopSet, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.finish(set));
+    }
+
+    fn mark_finished(&mut self) {
+        self.finished = true;
+    }
+}
+
 /// Stop matching over raw UTF-8 bytes split anywhere, with CPython's `strict` or `replace`
 /// decoding. Only whole, valid characters are ever emitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ByteStream {
-    text: TextStream,
+pub struct ByteStream<T = TextStream> {
+    text: T,
     tail: [u8; 4],
     tail_len: u8,
     replace: bool,
 }
 
-impl ByteStream {
+impl ByteStream<TextStream> {
     /// A fresh stream; `replace` selects `errors="replace"` over `errors="strict"`.
     pub fn new(include_stop: bool, replace: bool) -> ByteStream {
-        ByteStream { text: TextStream::new(include_stop), tail: [0; 4], tail_len: 0, replace }
-    }
-
-    /// Where the stream stands.
-    pub fn status(&self) -> Status {
-        self.text.status
+        ByteStream::over(TextStream::new(include_stop), replace)
     }
 
     /// Whether the stop is emitted with the text.
@@ -188,8 +250,30 @@ impl ByteStream {
         self.text.include_stop
     }
 
+    /// The decoded text held back because it could start a stop.
+    pub fn held<'s>(&self, set: &'s StopSet) -> &'s [u8] {
+        self.text.held(set)
+    }
+
+    /// Starts over with the same stop set and settings.
+    pub fn reset(&mut self) {
+        *self = ByteStream::new(self.text.include_stop, self.replace);
+    }
+}
+
+impl<T: TextMatcher> ByteStream<T> {
+    /// A byte stream decoding into the fresh text matcher `text`.
+    pub fn over(text: T, replace: bool) -> ByteStream<T> {
+        ByteStream { text, tail: [0; 4], tail_len: 0, replace }
+    }
+
+    /// Where the stream stands.
+    pub fn status(&self) -> Status {
+        self.text.status()
+    }
+
     /// The decoded-text part of the stream.
-    pub fn text(&self) -> &TextStream {
+    pub fn text(&self) -> &T {
         &self.text
     }
 
@@ -198,14 +282,9 @@ impl ByteStream {
         self.replace
     }
 
-    /// The decoded text held back because it could start a stop.
-    pub fn held<'s>(&self, set: &'s StopSet) -> &'s [u8] {
-        self.text.held(set)
-    }
-
     /// The incomplete character held back at the end of the input (0 to 3 bytes).
     pub fn tail(&self) -> &[u8] {
-        if self.text.status != Status::Open {
+        if self.text.status() != Status::Open {
             return &[];
         }
         &self.tail[..self.tail_len as usize]
@@ -215,29 +294,22 @@ impl ByteStream {
     /// the call and `out` is unchanged.
     pub fn feed(
         &mut self,
-        set: &StopSet,
+        set: &T::Set,
         input: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<ByteOut, Error> {
-        if self.text.finished {
+        if self.text.is_finished() {
             return Err(Error::finished());
         }
-        if self.text.status != Status::Open {
+        if self.text.status() != Status::Open {
             return Ok(ByteOut::Buffer);
         }
         // Common case: nothing carried over or held, and the chunk is valid on its own.
-        if self.tail_len == 0
-            && self.text.held(set).is_empty()
-            && std::str::from_utf8(input).is_ok()
+        if self.tail_len == 0 && self.text.holds_nothing(set) && std::str::from_utf8(input).is_ok()
         {
-            let e = self.text.feed(set, input)?;
-            if e.from_input == input.len() {
-                return Ok(ByteOut::Input);
-            }
-            out.extend_from_slice(&input[..e.from_input]);
-            return Ok(ByteOut::Buffer);
+            return self.text.feed_text(set, input, out);
         }
-        let saved = *self;
+        let saved = self.clone();
         let mark = out.len();
         let result = self.feed_slow(set, input, out);
         if result.is_err() {
@@ -247,7 +319,7 @@ impl ByteStream {
         result.map(|()| ByteOut::Buffer)
     }
 
-    fn feed_slow(&mut self, set: &StopSet, input: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
+    fn feed_slow(&mut self, set: &T::Set, input: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
         let carried = self.tail_len as usize;
         let carried_bytes = self.tail;
         let error =
@@ -281,7 +353,7 @@ impl ByteStream {
                     pos = n - carried;
                 }
             }
-            if self.text.status != Status::Open {
+            if self.text.status() != Status::Open {
                 return Ok(());
             }
         }
@@ -300,7 +372,7 @@ impl ByteStream {
                     self.tail_len = t.len() as u8;
                 }
             }
-            if self.text.status != Status::Open {
+            if self.text.status() != Status::Open {
                 break;
             }
         }
@@ -308,20 +380,19 @@ impl ByteStream {
     }
 
     /// Matches decoded bytes and appends what is now safe to emit.
-    fn push(&mut self, set: &StopSet, text: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
-        let before = self.text;
-        let e = self.text.feed(set, text)?;
-        out.extend_from_slice(&before.held(set)[..e.from_held]);
-        out.extend_from_slice(&text[..e.from_input]);
+    fn push(&mut self, set: &T::Set, text: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
+        if self.text.feed_text(set, text, out)? == ByteOut::Input {
+            out.extend_from_slice(text);
+        }
         Ok(())
     }
 
     /// Ends the stream, appending everything still held back. In strict mode an incomplete
     /// character at the end is an error (and the stream stays open, unchanged); in replace mode
     /// it becomes U+FFFD, which takes part in matching like any other character.
-    pub fn finish(&mut self, set: &StopSet, out: &mut Vec<u8>) -> Result<(), Error> {
-        if self.text.status != Status::Open {
-            self.text.finished = true;
+    pub fn finish(&mut self, set: &T::Set, out: &mut Vec<u8>) -> Result<(), Error> {
+        if self.text.status() != Status::Open {
+            self.text.mark_finished();
             return Ok(());
         }
         let carried = self.tail_len as usize;
@@ -337,13 +408,8 @@ impl ByteStream {
             self.tail_len = 0;
             self.push(set, utf8::REPLACEMENT, out)?;
         }
-        out.extend_from_slice(self.text.finish(set));
+        self.text.finish_text(set, out);
         Ok(())
-    }
-
-    /// Starts over with the same stop set and settings.
-    pub fn reset(&mut self) {
-        *self = ByteStream::new(self.text.include_stop, self.replace);
     }
 }
 

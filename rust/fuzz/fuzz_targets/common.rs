@@ -7,6 +7,7 @@ use libfuzzer_sys::arbitrary::{self, Arbitrary};
 const ALPHABET: [&str; 12] = ["a", "b", "<", "/", ">", "\n", "é", "€", "中", "😀", "\u{301}", "\u{FFFD}"];
 
 #[derive(Arbitrary, Debug)]
+#[allow(dead_code, reason = "the pattern target has its own input")]
 pub struct Input {
     pub stops: Vec<Vec<u8>>,
     pub text: Vec<u8>,
@@ -20,6 +21,7 @@ pub fn to_text(bytes: &[u8], cap: usize) -> Vec<u8> {
     bytes.iter().take(cap).flat_map(|&b| ALPHABET[b as usize % ALPHABET.len()].bytes()).collect()
 }
 
+#[allow(dead_code, reason = "the pattern target has its own input")]
 pub fn stops(input: &Input) -> Vec<Vec<u8>> {
     input.stops.iter().take(12).map(|s| to_text(s, 8)).filter(|s| !s.is_empty()).collect()
 }

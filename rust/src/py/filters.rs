@@ -7,29 +7,175 @@ use pyo3::types::{PyBytes, PyString, PyTuple};
 use super::convert::{bytes_output, chunk_bytes, feed_str, make_str};
 use super::errors::{map_error, parse_errors, type_name};
 use super::lock;
-use super::stopset::{resolve, stop_index, stop_reason, stop_sequence, IncludeStop, Stops};
+use super::stopset::{
+    resolve, stop_index, stop_reason, stop_sequence, IncludeStop, SkipArgs, Stops,
+};
 use crate::lock::TryLock;
-use crate::{ByteStream, Status, StopSet, TextStream};
+use crate::{ByteOut, ByteStream, MatchStream, Status, TextStream};
+
+/// A `str` filter's stream: the literal path, or the composed matcher of contract §6.
+#[derive(Clone)]
+pub(super) enum TextState {
+    Literal(TextStream),
+    Composed(MatchStream),
+}
+
+/// A bytes filter's stream.
+#[derive(Clone)]
+pub(super) enum ByteState {
+    Literal(ByteStream),
+    Composed(ByteStream<MatchStream>),
+}
+
+impl TextState {
+    pub(super) fn new(stops: &Stops, include_stop: bool) -> TextState {
+        match &stops.ext {
+            Some(c) => TextState::Composed(MatchStream::new(&c.matcher)),
+            None => TextState::Literal(TextStream::new(include_stop)),
+        }
+    }
+
+    pub(super) fn status(&self) -> Status {
+        match self {
+            TextState::Literal(t) => t.status(),
+            TextState::Composed(t) => t.status(),
+        }
+    }
+
+    /// The held text.
+    pub(super) fn held<'a>(&'a self, stops: &'a Stops) -> &'a [u8] {
+        match self {
+            TextState::Literal(t) => t.held(&stops.set),
+            TextState::Composed(t) => t.held(),
+        }
+    }
+
+    /// The matched text of the stop that fired, or `None` on the literal path (which reports
+    /// the list's item).
+    pub(super) fn matched<'a>(&'a self, stops: &'a Stops) -> Option<&'a [u8]> {
+        match (self, &stops.ext) {
+            (TextState::Composed(t), Some(c)) => Some(t.stop_sequence(&c.matcher)),
+            _ => None,
+        }
+    }
+}
+
+impl ByteState {
+    pub(super) fn new(stops: &Stops, include_stop: bool, replace: bool) -> ByteState {
+        match &stops.ext {
+            Some(c) => ByteState::Composed(ByteStream::over(MatchStream::new(&c.matcher), replace)),
+            None => ByteState::Literal(ByteStream::new(include_stop, replace)),
+        }
+    }
+
+    pub(super) fn status(&self) -> Status {
+        match self {
+            ByteState::Literal(t) => t.status(),
+            ByteState::Composed(t) => t.status(),
+        }
+    }
+
+    pub(super) fn replace(&self) -> bool {
+        match self {
+            ByteState::Literal(t) => t.replace(),
+            ByteState::Composed(t) => t.replace(),
+        }
+    }
+
+    pub(super) fn feed(
+        &mut self,
+        stops: &Stops,
+        input: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<ByteOut, crate::Error> {
+        match (self, &stops.ext) {
+            (ByteState::Literal(t), _) => t.feed(&stops.set, input, out),
+            (ByteState::Composed(t), Some(c)) => t.feed(&c.matcher, input, out),
+            (ByteState::Composed(_), None) => Ok(ByteOut::Buffer),
+        }
+    }
+
+    pub(super) fn finish(&mut self, stops: &Stops, out: &mut Vec<u8>) -> Result<(), crate::Error> {
+        match (self, &stops.ext) {
+            (ByteState::Literal(t), _) => t.finish(&stops.set, out),
+            (ByteState::Composed(t), Some(c)) => t.finish(&c.matcher, out),
+            (ByteState::Composed(_), None) => Ok(()),
+        }
+    }
+
+    /// Held text plus the incomplete character.
+    pub(super) fn pending(&self, stops: &Stops) -> Vec<u8> {
+        match self {
+            ByteState::Literal(t) => [t.held(&stops.set), t.tail()].concat(),
+            ByteState::Composed(t) => [t.text().held(), t.tail()].concat(),
+        }
+    }
+
+    pub(super) fn matched<'a>(&'a self, stops: &'a Stops) -> Option<&'a [u8]> {
+        match (self, &stops.ext) {
+            (ByteState::Composed(t), Some(c)) => Some(t.text().stop_sequence(&c.matcher)),
+            _ => None,
+        }
+    }
+}
+
+/// `stop_sequence`: the matched text for a composed list, the item as given otherwise.
+pub(super) fn stop_text(
+    py: Python<'_>,
+    stops: &Stops,
+    status: Status,
+    matched: Option<&[u8]>,
+) -> PyResult<Option<Py<PyAny>>> {
+    match (status, matched) {
+        (Status::Stopped(_), Some(m)) => Ok(Some(make_str(py, m)?.into_any().unbind())),
+        _ => Ok(stop_sequence(py, stops, status)),
+    }
+}
+
+/// Feeds a `str` chunk through the composed matcher: `step` runs the stream's `feed` (the
+/// filter takes its lock there, the pull stream already holds its own).
+pub(super) fn feed_composed<'py>(
+    py: Python<'py>,
+    text: &Bound<'py, PyString>,
+    step: impl FnOnce(&[u8], &mut Vec<u8>) -> PyResult<Result<ByteOut, crate::Error>>,
+) -> PyResult<Option<Bound<'py, PyString>>> {
+    let mut stack = [0u8; 256];
+    let bytes = super::convert::chunk_utf8(text, &mut stack)?;
+    let mut out = Vec::new();
+    let result = step(&bytes, &mut out)?;
+    match result.map_err(|e| map_error(py, &e))? {
+        ByteOut::Input if bytes.is_empty() => Ok(None),
+        ByteOut::Input if text.is_exact_instance_of::<PyString>() => Ok(Some(text.clone())),
+        ByteOut::Input => make_str(py, &bytes).map(Some),
+        ByteOut::Buffer if out.is_empty() => Ok(None),
+        ByteOut::Buffer => make_str(py, &out).map(Some),
+    }
+}
 
 /// Incremental stop-sequence filter over `str` chunks.
 #[pyclass(frozen, module = "stopstream._core")]
 pub(super) struct StopFilter {
     stops: Stops,
-    state: TryLock<TextStream>,
+    include_stop: bool,
+    state: TryLock<TextState>,
 }
 
 #[pymethods]
 impl StopFilter {
     #[new]
-    #[pyo3(signature = (stops, include_stop = IncludeStop::default()))]
-    #[pyo3(text_signature = "(stops, include_stop=False)")]
-    fn new(
-        py: Python<'_>,
-        stops: Option<&Bound<'_, PyAny>>,
+    #[pyo3(signature = (stops, include_stop = IncludeStop::default(), *, skip = None, skip_until = None))]
+    #[pyo3(text_signature = "(stops, include_stop=False, *, skip=None, skip_until=None)")]
+    fn new<'py>(
+        py: Python<'py>,
+        stops: Option<&Bound<'py, PyAny>>,
         include_stop: IncludeStop,
+        skip: Option<&Bound<'py, PyAny>>,
+        skip_until: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Self> {
-        let (stops, include_stop) = resolve(py, stops, include_stop)?;
-        Ok(StopFilter { stops, state: TryLock::new(TextStream::new(include_stop)) })
+        let (stops, include_stop) =
+            resolve(py, stops, include_stop, SkipArgs { skip, skip_until })?;
+        let state = TryLock::new(TextState::new(&stops, include_stop));
+        Ok(StopFilter { stops, include_stop, state })
     }
 
     fn feed<'py>(
@@ -45,22 +191,47 @@ impl StopFilter {
             };
             PyTypeError::new_err(format!("feed() takes str, not {}{hint}", type_name(text)))
         })?;
+        if let Some(c) = &self.stops.ext {
+            let out = feed_composed(py, text, |bytes, out| {
+                let mut st = lock(py, &self.state)?;
+                Ok(match &mut *st {
+                    TextState::Composed(t) => t.feed(&c.matcher, bytes, out),
+                    TextState::Literal(_) => Ok(ByteOut::Buffer),
+                })
+            })?;
+            return Ok(out.unwrap_or_else(|| PyString::new(py, "")));
+        }
         let set = &*self.stops.set;
         let out = feed_str(py, set, text, |bytes| {
             let mut st = lock(py, &self.state)?;
-            let before = *st;
-            Ok((before, st.feed(set, bytes)))
+            match &mut *st {
+                TextState::Literal(t) => {
+                    let before = *t;
+                    Ok((before, t.feed(set, bytes)))
+                }
+                TextState::Composed(_) => {
+                    Ok((TextStream::new(false), Ok(crate::Emit { from_held: 0, from_input: 0 })))
+                }
+            }
         })?;
         Ok(out.unwrap_or_else(|| PyString::new(py, "")))
     }
 
     fn finish<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyString>> {
-        let held = lock(py, &self.state)?.finish(&self.stops.set);
-        make_str(py, held)
+        let mut out = Vec::new();
+        {
+            let mut st = lock(py, &self.state)?;
+            match (&mut *st, &self.stops.ext) {
+                (TextState::Literal(t), _) => out.extend_from_slice(t.finish(&self.stops.set)),
+                (TextState::Composed(t), Some(c)) => t.finish(&c.matcher, &mut out),
+                (TextState::Composed(_), None) => {}
+            }
+        }
+        make_str(py, &out)
     }
 
     fn reset(&self, py: Python<'_>) -> PyResult<()> {
-        lock(py, &self.state)?.reset();
+        *lock(py, &self.state)? = TextState::new(&self.stops, self.include_stop);
         Ok(())
     }
 
@@ -70,8 +241,8 @@ impl StopFilter {
     }
 
     #[getter]
-    fn include_stop(&self, py: Python<'_>) -> PyResult<bool> {
-        Ok(lock(py, &self.state)?.include_stop())
+    fn include_stop(&self) -> bool {
+        self.include_stop
     }
 
     #[getter]
@@ -81,8 +252,11 @@ impl StopFilter {
 
     #[getter]
     fn stop_sequence(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        let status = lock(py, &self.state)?.status();
-        Ok(stop_sequence(py, &self.stops, status))
+        let (status, matched) = {
+            let st = lock(py, &self.state)?;
+            (st.status(), st.matched(&self.stops).map(<[u8]>::to_vec))
+        };
+        stop_text(py, &self.stops, status, matched.as_deref())
     }
 
     #[getter]
@@ -97,44 +271,45 @@ impl StopFilter {
 
     #[getter]
     fn pending<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyString>> {
-        let held = lock(py, &self.state)?.held(&self.stops.set);
-        make_str(py, held)
+        let held = lock(py, &self.state)?.held(&self.stops).to_vec();
+        make_str(py, &held)
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let include = self.include_stop(py)?;
+        let include = self.include_stop;
         let stops = self.stops.tuple.bind(py).repr()?;
         Ok(format!("StopFilter({stops}, include_stop={})", if include { "True" } else { "False" }))
     }
-}
-
-pub(super) fn byte_pending(set: &StopSet, st: &ByteStream) -> Vec<u8> {
-    let mut v = st.held(set).to_vec();
-    v.extend_from_slice(st.tail());
-    v
 }
 
 /// Incremental stop-sequence filter over UTF-8 byte chunks split anywhere.
 #[pyclass(frozen, module = "stopstream._core")]
 pub(super) struct ByteStopFilter {
     stops: Stops,
-    state: TryLock<ByteStream>,
+    include_stop: bool,
+    state: TryLock<ByteState>,
 }
 
 #[pymethods]
 impl ByteStopFilter {
     #[new]
-    #[pyo3(signature = (stops, include_stop = IncludeStop::default(), errors = "strict"))]
-    #[pyo3(text_signature = "(stops, include_stop=False, errors='strict')")]
-    fn new(
-        py: Python<'_>,
-        stops: Option<&Bound<'_, PyAny>>,
+    #[pyo3(signature = (stops, include_stop = IncludeStop::default(), errors = "strict", *, skip = None, skip_until = None))]
+    #[pyo3(
+        text_signature = "(stops, include_stop=False, errors='strict', *, skip=None, skip_until=None)"
+    )]
+    fn new<'py>(
+        py: Python<'py>,
+        stops: Option<&Bound<'py, PyAny>>,
         include_stop: IncludeStop,
         errors: &str,
+        skip: Option<&Bound<'py, PyAny>>,
+        skip_until: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Self> {
         let replace = parse_errors(errors)?;
-        let (stops, include_stop) = resolve(py, stops, include_stop)?;
-        Ok(ByteStopFilter { stops, state: TryLock::new(ByteStream::new(include_stop, replace)) })
+        let (stops, include_stop) =
+            resolve(py, stops, include_stop, SkipArgs { skip, skip_until })?;
+        let state = TryLock::new(ByteState::new(&stops, include_stop, replace));
+        Ok(ByteStopFilter { stops, include_stop, state })
     }
 
     fn feed<'py>(
@@ -149,19 +324,21 @@ impl ByteStopFilter {
             )));
         };
         let mut out = Vec::new();
-        let result = lock(py, &self.state)?.feed(&self.stops.set, &bytes, &mut out);
+        let result = lock(py, &self.state)?.feed(&self.stops, &bytes, &mut out);
         bytes_output(py, result, data, &bytes, &out)
     }
 
     fn finish<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let mut out = Vec::new();
-        let result = lock(py, &self.state)?.finish(&self.stops.set, &mut out);
+        let result = lock(py, &self.state)?.finish(&self.stops, &mut out);
         result.map_err(|e| map_error(py, &e))?;
         Ok(PyBytes::new(py, &out))
     }
 
     fn reset(&self, py: Python<'_>) -> PyResult<()> {
-        lock(py, &self.state)?.reset();
+        let mut st = lock(py, &self.state)?;
+        let replace = st.replace();
+        *st = ByteState::new(&self.stops, self.include_stop, replace);
         Ok(())
     }
 
@@ -171,8 +348,8 @@ impl ByteStopFilter {
     }
 
     #[getter]
-    fn include_stop(&self, py: Python<'_>) -> PyResult<bool> {
-        Ok(lock(py, &self.state)?.include_stop())
+    fn include_stop(&self) -> bool {
+        self.include_stop
     }
 
     #[getter]
@@ -187,8 +364,11 @@ impl ByteStopFilter {
 
     #[getter]
     fn stop_sequence(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        let status = lock(py, &self.state)?.status();
-        Ok(stop_sequence(py, &self.stops, status))
+        let (status, matched) = {
+            let st = lock(py, &self.state)?;
+            (st.status(), st.matched(&self.stops).map(<[u8]>::to_vec))
+        };
+        stop_text(py, &self.stops, status, matched.as_deref())
     }
 
     #[getter]
@@ -203,17 +383,17 @@ impl ByteStopFilter {
 
     #[getter]
     fn pending<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let pending = byte_pending(&self.stops.set, &*lock(py, &self.state)?);
+        let pending = lock(py, &self.state)?.pending(&self.stops);
         Ok(PyBytes::new(py, &pending))
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let st = *lock(py, &self.state)?;
+        let replace = lock(py, &self.state)?.replace();
         let stops = self.stops.tuple.bind(py).repr()?;
         Ok(format!(
             "ByteStopFilter({stops}, include_stop={}, errors={:?})",
-            if st.include_stop() { "True" } else { "False" },
-            if st.replace() { "replace" } else { "strict" }
+            if self.include_stop { "True" } else { "False" },
+            if replace { "replace" } else { "strict" }
         ))
     }
 }

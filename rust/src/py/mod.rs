@@ -22,6 +22,7 @@
 mod convert;
 mod errors;
 mod filters;
+mod items;
 mod stopset;
 mod stream;
 mod tokens;
@@ -67,6 +68,8 @@ fn lock<'a, T>(py: Python<'_>, m: &'a TryLock<T>) -> PyResult<Guard<'a, T>> {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<filters::StopFilter>()?;
     m.add_class::<filters::ByteStopFilter>()?;
+    m.add_class::<items::Stop>()?;
+    m.add_class::<items::Regex>()?;
     m.add_class::<stream::StopStream>()?;
     m.add_class::<stopset::Compiled>()?;
     m.add_function(wrap_pyfunction!(truncate::truncate, m)?)?;

@@ -2,7 +2,8 @@
 //! a filter per request cheap, and what a stop list reports about a stop that fired.
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -10,9 +11,10 @@ use pyo3::types::{PyByteArray, PyBytes, PyList, PyMemoryView, PyString, PyTuple}
 
 use super::convert::{make_str, str_bytes};
 use super::errors::{map_error, type_name};
+use super::items::{Regex, Stop};
 use super::try_lock;
 use crate::lock::TryLock;
-use crate::{Status, StopSet};
+use crate::{Matcher, Status, StopKind, StopSet, StopSpec};
 
 /// A stop list as given (kept for `stops`, `stop_sequence`) and compiled: `stopstream.StopSet`.
 ///
@@ -25,6 +27,231 @@ pub(super) struct Compiled {
     pub(super) tuple: Py<PyTuple>,
     pub(super) set: Arc<StopSet>,
     pub(super) include_stop: bool,
+    /// The composed matcher (contract §6), when the list has `Stop` or `Regex` items or skip
+    /// regions; `set` is then empty and unused.
+    pub(super) ext: Option<Composed>,
+}
+
+/// A composed stop list and its skip options as given.
+pub(super) struct Composed {
+    pub(super) matcher: Arc<Matcher>,
+    /// `((open, close), ...)` or `None`.
+    pub(super) skip: Option<Py<PyTuple>>,
+    pub(super) skip_until: Option<Py<PyString>>,
+}
+
+/// Skip options as given to a constructor.
+#[derive(Clone, Copy, Default)]
+pub(super) struct SkipArgs<'a, 'py> {
+    pub(super) skip: Option<&'a Bound<'py, PyAny>>,
+    pub(super) skip_until: Option<&'a Bound<'py, PyAny>>,
+}
+
+impl SkipArgs<'_, '_> {
+    fn given(&self) -> bool {
+        self.skip.is_some_and(|s| !s.is_none()) || self.skip_until.is_some_and(|s| !s.is_none())
+    }
+}
+
+/// Checked skip options: the pairs as a tuple of `(open, close)` tuples, and the marker.
+type Skip<'py> = (Option<Bound<'py, PyTuple>>, Option<Bound<'py, PyString>>);
+
+/// The skip options, checked: `((open, close), ...)` as a tuple of str pairs, and `skip_until`.
+fn parse_skip<'py>(py: Python<'py>, args: SkipArgs<'_, 'py>) -> PyResult<Skip<'py>> {
+    let until = match args.skip_until.filter(|u| !u.is_none()) {
+        None => None,
+        Some(u) => Some(u.cast::<PyString>().cloned().map_err(|_| {
+            PyTypeError::new_err(format!("skip_until must be a str or None, not {}", type_name(u)))
+        })?),
+    };
+    let Some(skip) = args.skip.filter(|s| !s.is_none()) else { return Ok((None, until)) };
+    if skip.is_instance_of::<PyString>() || skip.is_instance_of::<PyBytes>() {
+        return Err(PyTypeError::new_err(format!(
+            "skip must be an iterable of (open, close) pairs, not {}",
+            type_name(skip)
+        )));
+    }
+    let mut pairs = Vec::new();
+    for (i, pair) in skip
+        .try_iter()
+        .map_err(|_| {
+            PyTypeError::new_err(format!(
+                "skip must be an iterable of (open, close) pairs, not {}",
+                type_name(skip)
+            ))
+        })?
+        .enumerate()
+    {
+        let pair = pair?;
+        let bad =
+            || PyTypeError::new_err(format!("skip[{i}] must be an (open, close) pair of str"));
+        if pair.is_instance_of::<PyString>() {
+            return Err(bad());
+        }
+        let items: Vec<Bound<'py, PyAny>> =
+            pair.try_iter().map_err(|_| bad())?.collect::<PyResult<_>>()?;
+        let [open, close] = items.as_slice() else { return Err(bad()) };
+        let (Ok(open), Ok(close)) = (open.cast::<PyString>(), close.cast::<PyString>()) else {
+            return Err(bad());
+        };
+        pairs.push(PyTuple::new(py, [open, close])?);
+    }
+    Ok((Some(PyTuple::new(py, pairs)?), until))
+}
+
+/// Compiles a composed list: `items` as given, with the skip options.
+fn compose(
+    py: Python<'_>,
+    items: &[Bound<'_, PyAny>],
+    include_stop: bool,
+    skip: Option<Bound<'_, PyTuple>>,
+    skip_until: Option<Bound<'_, PyString>>,
+) -> PyResult<Compiled> {
+    enum Owned<'a> {
+        Literal(Cow<'a, [u8]>),
+        Regex(String),
+    }
+    let mut owned = Vec::with_capacity(items.len());
+    let mut include = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        if let Ok(s) = item.cast::<PyString>() {
+            owned.push(Owned::Literal(Cow::Owned(str_bytes(s)?.into_owned())));
+            include.push(include_stop);
+        } else if let Ok(s) = item.cast_exact::<Stop>() {
+            let s = s.get();
+            owned.push(Owned::Literal(Cow::Owned(s.bytes.clone())));
+            include.push(s.include.unwrap_or(include_stop));
+        } else if let Ok(r) = item.cast_exact::<Regex>() {
+            let r = r.get();
+            owned.push(Owned::Regex(r.source.clone()));
+            include.push(r.include.unwrap_or(include_stop));
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "stop at position {i} must be str, Stop or Regex, not {}",
+                type_name(item)
+            )));
+        }
+    }
+    let specs: Vec<StopSpec<'_>> = owned
+        .iter()
+        .zip(&include)
+        .map(|(o, &include)| StopSpec {
+            kind: match o {
+                Owned::Literal(b) => StopKind::Literal(b),
+                Owned::Regex(p) => StopKind::Regex(p),
+            },
+            include,
+        })
+        .collect();
+    let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    if let Some(t) = &skip {
+        for pair in t.iter() {
+            let (open, close): (Bound<'_, PyString>, Bound<'_, PyString>) = pair.extract()?;
+            pairs.push((str_bytes(&open)?.into_owned(), str_bytes(&close)?.into_owned()));
+        }
+    }
+    let until = match &skip_until {
+        Some(u) => Some(str_bytes(u)?.into_owned()),
+        None => None,
+    };
+    let pair_refs: Vec<(&[u8], &[u8])> = pairs.iter().map(|(o, c)| (&o[..], &c[..])).collect();
+    let key = composed_key(&specs, until.as_deref(), &pair_refs);
+    let cached = composed_cache(|c| c.get(&key).cloned());
+    let matcher = if let Some(m) = cached {
+        m
+    } else {
+        // Building DFAs can take a while for big patterns: let other threads run.
+        let m = py
+            .detach(|| Matcher::new(&specs, until.as_deref(), &pair_refs))
+            .map_err(|e| map_error(py, &e))?;
+        let m = Arc::new(m);
+        composed_cache(|c| {
+            if c.len() >= COMPOSED_CACHE_LEN {
+                c.clear();
+            }
+            c.insert(key, Arc::clone(&m));
+        });
+        m
+    };
+    let empty: [&[u8]; 0] = [];
+    Ok(Compiled {
+        tuple: PyTuple::new(py, items)?.unbind(),
+        set: StopSet::cached(&empty).map_err(|e| map_error(py, &e))?,
+        include_stop,
+        ext: Some(Composed {
+            matcher,
+            skip: skip.map(Bound::unbind),
+            skip_until: skip_until.map(Bound::unbind),
+        }),
+    })
+}
+
+/// Composed lists compiled recently, by [`composed_key`]: a gateway that builds a filter per
+/// request from the same list of `Regex` stops compiles their automata once. Emptied when full.
+const COMPOSED_CACHE_LEN: usize = 64;
+
+fn composed_cache<R>(f: impl FnOnce(&mut HashMap<Vec<u8>, Arc<Matcher>>) -> R) -> R {
+    static CACHE: OnceLock<Mutex<HashMap<Vec<u8>, Arc<Matcher>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    f(&mut cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+}
+
+/// Everything a composed list is compiled from, as bytes: each stop's kind, flag and text, the
+/// `skip_until` marker and the pairs, each length-prefixed.
+fn composed_key(specs: &[StopSpec<'_>], until: Option<&[u8]>, pairs: &[(&[u8], &[u8])]) -> Vec<u8> {
+    let mut key = Vec::new();
+    let mut push = |tag: u8, bytes: &[u8]| {
+        key.push(tag);
+        key.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+        key.extend_from_slice(bytes);
+    };
+    for s in specs {
+        let include = u8::from(s.include);
+        match s.kind {
+            StopKind::Literal(b) => push(include, b),
+            StopKind::Regex(p) => push(2 + include, p.as_bytes()),
+        }
+    }
+    if let Some(u) = until {
+        push(4, u);
+    }
+    for (o, c) in pairs {
+        push(5, o);
+        push(6, c);
+    }
+    key
+}
+
+/// Whether `item` is a `Stop` or a `Regex` (a list holding one is composed).
+fn is_item(item: &Bound<'_, PyAny>) -> bool {
+    item.is_exact_instance_of::<Stop>() || item.is_exact_instance_of::<Regex>()
+}
+
+impl Compiled {
+    /// The skip options, for comparison and `repr`.
+    fn skip_repr(&self, py: Python<'_>) -> PyResult<String> {
+        let Some(c) = &self.ext else { return Ok(String::new()) };
+        let mut out = String::new();
+        if let Some(s) = &c.skip {
+            out.push_str(", skip=");
+            out.push_str(&s.bind(py).repr()?.to_string());
+        }
+        if let Some(u) = &c.skip_until {
+            out.push_str(", skip_until=");
+            out.push_str(&u.bind(py).repr()?.to_string());
+        }
+        Ok(out)
+    }
+
+    fn skip_key(&self, py: Python<'_>) -> (Option<Py<PyTuple>>, Option<Py<PyString>>) {
+        match &self.ext {
+            Some(c) => (
+                c.skip.as_ref().map(|s| s.clone_ref(py)),
+                c.skip_until.as_ref().map(|s| s.clone_ref(py)),
+            ),
+            None => (None, None),
+        }
+    }
 }
 
 fn py_bool(v: bool) -> &'static str {
@@ -52,10 +279,11 @@ impl<'a, 'py> FromPyObject<'a, 'py> for IncludeStop {
 /// The compiled list and the `include_stop` a filter runs with: a `StopSet`'s own options (an
 /// option passed again must equal the set's, else `ValueError`), or the list compiled (through
 /// the recent-list cache) with the option given, `False` by default.
-pub(super) fn resolve(
-    py: Python<'_>,
-    stops: Option<&Bound<'_, PyAny>>,
+pub(super) fn resolve<'py>(
+    py: Python<'py>,
+    stops: Option<&Bound<'py, PyAny>>,
     include_stop: IncludeStop,
+    skip: SkipArgs<'_, 'py>,
 ) -> PyResult<(Stops, bool)> {
     let IncludeStop(include_stop) = include_stop;
     if let Some(given) = stops.and_then(|o| o.cast_exact::<Compiled>().ok()) {
@@ -67,26 +295,99 @@ pub(super) fn resolve(
                 py_bool(own)
             )));
         }
+        if skip.given() {
+            let (skip_t, until) = parse_skip(py, skip)?;
+            let (own_skip, own_until) = given.get().skip_key(py);
+            let same_skip = match (&skip_t, &own_skip) {
+                (None, _) => true,
+                (Some(a), Some(b)) => a.eq(b.bind(py))?,
+                (Some(_), None) => false,
+            };
+            let same_until = match (&until, &own_until) {
+                (None, _) => true,
+                (Some(a), Some(b)) => PyAnyMethods::eq(a.as_any(), b.bind(py))?,
+                (Some(_), None) => false,
+            };
+            if !same_skip || !same_until {
+                return Err(PyValueError::new_err(
+                    "skip or skip_until differs from the StopSet's own",
+                ));
+            }
+        }
         return Ok((Stops(given.clone().unbind()), own));
     }
-    Ok((parse_stops(py, stops)?, include_stop.unwrap_or(false)))
+    let include = include_stop.unwrap_or(false);
+    if skip.given() {
+        let (skip_t, until) = parse_skip(py, skip)?;
+        let items = collect_items(stops)?;
+        let compiled = compose(py, &items, include, skip_t, until)?;
+        return Ok((Stops(Py::new(py, compiled)?), include));
+    }
+    Ok((parse_stops(py, stops, include)?, include))
+}
+
+/// The items of a `stops` argument (a `str` is one item).
+fn collect_items<'py>(stops: Option<&Bound<'py, PyAny>>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    let Some(obj) = stops.filter(|o| !o.is_none()) else { return Ok(Vec::new()) };
+    if obj.is_instance_of::<PyString>() || is_item(obj) {
+        Ok(vec![obj.clone()])
+    } else if let Ok(t) = obj.cast::<PyTuple>() {
+        Ok(t.iter().collect())
+    } else if let Ok(l) = obj.cast::<PyList>() {
+        Ok(l.iter().collect())
+    } else if obj.is_instance_of::<PyBytes>()
+        || obj.is_instance_of::<PyByteArray>()
+        || obj.is_instance_of::<PyMemoryView>()
+    {
+        Err(not_stops(obj))
+    } else {
+        obj.try_iter().map_err(|_| not_stops(obj))?.collect::<PyResult<_>>()
+    }
 }
 
 /// What `StopSet.__reduce__` returns: the class and its constructor's arguments.
-type Reduced<'py> = (Bound<'py, pyo3::types::PyType>, (Py<PyTuple>, bool));
+type Reduced<'py> = (
+    Bound<'py, pyo3::types::PyType>,
+    (Py<PyTuple>, bool, Option<Py<PyTuple>>, Option<Py<PyString>>),
+);
 
 #[pymethods]
 impl Compiled {
     #[new]
-    #[pyo3(signature = (stops, include_stop = IncludeStop::default()))]
-    #[pyo3(text_signature = "(stops, include_stop=False)")]
-    fn new(
-        py: Python<'_>,
-        stops: Option<&Bound<'_, PyAny>>,
+    #[pyo3(signature = (stops, include_stop = IncludeStop::default(), skip = None, skip_until = None))]
+    #[pyo3(text_signature = "(stops, include_stop=False, skip=None, skip_until=None)")]
+    fn new<'py>(
+        py: Python<'py>,
+        stops: Option<&Bound<'py, PyAny>>,
         include_stop: IncludeStop,
+        skip: Option<&Bound<'py, PyAny>>,
+        skip_until: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Self> {
-        let (stops, include_stop) = resolve(py, stops, include_stop)?;
-        Ok(Compiled { tuple: stops.tuple.clone_ref(py), set: Arc::clone(&stops.set), include_stop })
+        let (stops, include_stop) =
+            resolve(py, stops, include_stop, SkipArgs { skip, skip_until })?;
+        let ext = stops.ext.as_ref().map(|c| Composed {
+            matcher: Arc::clone(&c.matcher),
+            skip: c.skip.as_ref().map(|s| s.clone_ref(py)),
+            skip_until: c.skip_until.as_ref().map(|s| s.clone_ref(py)),
+        });
+        Ok(Compiled {
+            tuple: stops.tuple.clone_ref(py),
+            set: Arc::clone(&stops.set),
+            include_stop,
+            ext,
+        })
+    }
+
+    /// The `skip` pairs, or `None`.
+    #[getter]
+    fn skip(&self, py: Python<'_>) -> Option<Py<PyTuple>> {
+        self.skip_key(py).0
+    }
+
+    /// The `skip_until` marker, or `None`.
+    #[getter]
+    fn skip_until(&self, py: Python<'_>) -> Option<Py<PyString>> {
+        self.skip_key(py).1
     }
 
     #[getter]
@@ -99,13 +400,14 @@ impl Compiled {
         self.include_stop
     }
 
-    fn __len__(&self) -> usize {
-        self.set.stops().len()
+    fn __len__(&self, py: Python<'_>) -> usize {
+        self.tuple.bind(py).len()
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let stops = self.tuple.bind(py).repr()?;
-        Ok(format!("StopSet({stops}, include_stop={})", py_bool(self.include_stop)))
+        let skip = self.skip_repr(py)?;
+        Ok(format!("StopSet({stops}, include_stop={}{skip})", py_bool(self.include_stop)))
     }
 
     fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
@@ -114,18 +416,20 @@ impl Compiled {
         };
         let other = other.get();
         let eq = self.include_stop == other.include_stop
-            && self.tuple.bind(py).eq(other.tuple.bind(py))?;
+            && self.tuple.bind(py).eq(other.tuple.bind(py))?
+            && self.skip_key(py).into_pyobject(py)?.eq(other.skip_key(py))?;
         Ok(pyo3::types::PyBool::new(py, eq).to_owned().into_any().unbind())
     }
 
     fn __hash__(&self, py: Python<'_>) -> PyResult<isize> {
-        (self.tuple.clone_ref(py), self.include_stop).into_pyobject(py)?.hash()
+        (self.tuple.clone_ref(py), self.include_stop, self.skip_key(py)).into_pyobject(py)?.hash()
     }
 
     /// Pickled as its arguments: unpickling compiles the list again (through the cache).
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> Reduced<'py> {
         let this = slf.get();
-        (slf.get_type(), (this.tuple.clone_ref(slf.py()), this.include_stop))
+        let (skip, until) = this.skip_key(slf.py());
+        (slf.get_type(), (this.tuple.clone_ref(slf.py()), this.include_stop, skip, until))
     }
 }
 
@@ -185,7 +489,8 @@ pub(super) fn recent_hit(py: Python<'_>, stops: Option<&Bound<'_, PyAny>>) -> Op
     // this tuple, so that passing it again is an identity check.
     if let Some(t) = stops.and_then(|o| o.cast_exact::<PyTuple>().ok()) {
         let set = Arc::clone(&hit.get().set);
-        if let Ok(c) = Py::new(py, Compiled { tuple: t.clone().unbind(), set, include_stop: false })
+        if let Ok(c) =
+            Py::new(py, Compiled { tuple: t.clone().unbind(), set, include_stop: false, ext: None })
         {
             hit = c;
         }
@@ -208,27 +513,21 @@ pub(super) fn not_stops(obj: &Bound<'_, PyAny>) -> PyErr {
     ))
 }
 
-pub(super) fn parse_stops(py: Python<'_>, stops: Option<&Bound<'_, PyAny>>) -> PyResult<Stops> {
+pub(super) fn parse_stops(
+    py: Python<'_>,
+    stops: Option<&Bound<'_, PyAny>>,
+    include_stop: bool,
+) -> PyResult<Stops> {
     if let Some(hit) = recent_hit(py, stops) {
         return Ok(hit);
     }
     let Some(obj) = stops.filter(|o| !o.is_none()) else {
         return compile::<&[u8]>(py, &[], &[], None);
     };
-    let items: Vec<Bound<'_, PyAny>> = if obj.is_instance_of::<PyString>() {
-        vec![obj.clone()]
-    } else if let Ok(t) = obj.cast::<PyTuple>() {
-        t.iter().collect()
-    } else if let Ok(l) = obj.cast::<PyList>() {
-        l.iter().collect()
-    } else if obj.is_instance_of::<PyBytes>()
-        || obj.is_instance_of::<PyByteArray>()
-        || obj.is_instance_of::<PyMemoryView>()
-    {
-        return Err(not_stops(obj));
-    } else {
-        obj.try_iter().map_err(|_| not_stops(obj))?.collect::<PyResult<_>>()?
-    };
+    let items = collect_items(Some(obj))?;
+    if items.iter().any(is_item) {
+        return Ok(Stops(Py::new(py, compose(py, &items, include_stop, None, None)?)?));
+    }
     let mut encoded: Vec<Cow<'_, [u8]>> = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         let s = item.cast::<PyString>().map_err(|_| {
@@ -270,7 +569,7 @@ pub(super) fn compile<B: AsRef<[u8]>>(
         Some(t) => t.clone().unbind(),
         None => PyTuple::new(py, exact)?.unbind(),
     };
-    let compiled = Py::new(py, Compiled { tuple, set, include_stop: false })?;
+    let compiled = Py::new(py, Compiled { tuple, set, include_stop: false, ext: None })?;
     remember(py, &compiled);
     Ok(Stops(compiled))
 }

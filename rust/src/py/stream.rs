@@ -12,16 +12,22 @@ use pyo3::PyTraverseError;
 
 use super::convert::{bytes_output, chunk_bytes, feed_str, make_str};
 use super::errors::{map_error, parse_errors, type_name};
-use super::stopset::{resolve, stop_index, stop_reason, stop_sequence, IncludeStop, Stops};
+use super::filters::feed_composed;
+use super::stopset::{
+    resolve, stop_index, stop_reason, stop_sequence, IncludeStop, SkipArgs, Stops,
+};
 use super::try_lock;
 use crate::lock::TryLock;
-use crate::{ByteStream, Status, TextStream};
+use crate::{ByteStream, MatchStream, Status, TextStream};
 
 enum Mode {
     /// No item seen yet: the first one decides.
     Unknown,
     Text(TextStream),
     Bytes(ByteStream),
+    /// The composed matcher of contract §6, over `str` or bytes.
+    ComposedText(MatchStream),
+    ComposedBytes(ByteStream<MatchStream>),
     /// A Python stage (`stopstream._lifecycle.Stage`: `push`, `closing`, `end`): the provider
     /// adapters. Its output items are queued here.
     Stage(Py<PyAny>),
@@ -33,6 +39,8 @@ impl Mode {
             Mode::Unknown | Mode::Stage(_) => Status::Open,
             Mode::Text(t) => t.status(),
             Mode::Bytes(b) => b.status(),
+            Mode::ComposedText(t) => t.status(),
+            Mode::ComposedBytes(b) => b.status(),
         }
     }
 }
@@ -95,6 +103,12 @@ pub(super) struct StopStream {
     tail: AtomicU32,
     /// `close()` was called; a `__next__` running then ends the stream on its way out.
     close_requested: AtomicBool,
+    /// For a composed list: the held text (with a bytes stream's incomplete character) and the
+    /// matched text of the stop that fired, published after every `__next__` (the held text of
+    /// the composed matcher is not a function of a state id, so it cannot go in `snapshot`).
+    composed: Mutex<(Vec<u8>, Option<Vec<u8>>)>,
+    /// Whether `composed` holds anything.
+    composed_set: AtomicBool,
 }
 
 /// A stream's attributes packed in one word: state id (32 bits), mode (2 bits), status (30 bits:
@@ -159,6 +173,21 @@ impl StopStream {
         }
     }
 
+    /// Publishes a composed stream's held and matched text; skips the lock when nothing is
+    /// held now and nothing was before (nearly every chunk).
+    fn publish_composed(&self, held: &[u8], tail: &[u8], matched: &[u8]) {
+        let empty = held.is_empty() && tail.is_empty() && matched.is_empty();
+        if empty && !self.composed_set.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut g = self.composed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        g.0.clear();
+        g.0.extend_from_slice(held);
+        g.0.extend_from_slice(tail);
+        g.1 = (!matched.is_empty()).then(|| matched.to_vec());
+        self.composed_set.store(!empty, Ordering::Relaxed);
+    }
+
     /// Publishes the attributes after a change of state.
     fn publish(&self, st: &StreamState) {
         let (snap, tail) = match &st.mode {
@@ -167,6 +196,19 @@ impl StopStream {
             }
             Mode::Text(t) => {
                 (Snapshot { sid: t.state_id(), mode: Snapshot::MODE_TEXT, status: t.status() }, 0)
+            }
+            Mode::ComposedText(t) => {
+                if let Some(c) = &self.stops.ext {
+                    self.publish_composed(t.held(), &[], t.stop_sequence(&c.matcher));
+                }
+                (Snapshot { sid: 0, mode: Snapshot::MODE_TEXT, status: t.status() }, 0)
+            }
+            Mode::ComposedBytes(b) => {
+                if let Some(c) = &self.stops.ext {
+                    let held = b.text().held();
+                    self.publish_composed(held, b.tail(), b.text().stop_sequence(&c.matcher));
+                }
+                (Snapshot { sid: 0, mode: Snapshot::MODE_BYTES, status: b.status() }, 0)
             }
             Mode::Bytes(b) => {
                 let mut tail = b.tail().len() as u32;
@@ -215,6 +257,23 @@ impl StopStream {
                 return Ok(out.map(Bound::into_any));
             }
         }
+        if let (Mode::ComposedText(t), Some(c)) = (&mut st.mode, &self.stops.ext) {
+            if let Ok(text) = item.cast::<PyString>() {
+                let out = feed_composed(py, text, |bytes, out| Ok(t.feed(&c.matcher, bytes, out)))?;
+                return Ok(out.map(Bound::into_any));
+            }
+        }
+        if let (Mode::Unknown, Some(c)) = (&st.mode, &self.stops.ext) {
+            if item.is_instance_of::<PyString>() {
+                st.mode = Mode::ComposedText(MatchStream::new(&c.matcher));
+                return self.feed_item(py, st, item, position);
+            } else if chunk_bytes(item)?.is_some() {
+                st.mode = Mode::ComposedBytes(ByteStream::over(
+                    MatchStream::new(&c.matcher),
+                    self.replace,
+                ));
+            }
+        }
         if matches!(st.mode, Mode::Unknown) {
             if item.is_instance_of::<PyString>() {
                 st.mode = Mode::Text(TextStream::new(self.include_stop));
@@ -227,6 +286,18 @@ impl StopStream {
                     type_name(item)
                 )));
             }
+        }
+        if let (Mode::ComposedBytes(b), Some(c)) = (&mut st.mode, &self.stops.ext) {
+            let Some(bytes) = chunk_bytes(item)? else {
+                return Err(PyTypeError::new_err(format!(
+                    "item at position {position} is {}, but the stream started with bytes",
+                    type_name(item)
+                )));
+            };
+            let mut buf = Vec::new();
+            let result = b.feed(&c.matcher, &bytes, &mut buf);
+            let out = bytes_output(py, result, item, &bytes, &buf)?;
+            return Ok((!out.as_bytes().is_empty()).then(|| out.into_any()));
         }
         match &mut st.mode {
             Mode::Bytes(b) => {
@@ -255,7 +326,30 @@ impl StopStream {
         st: &mut StreamState,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         let set = &*self.stops.set;
+        match (&mut st.mode, &self.stops.ext) {
+            (Mode::ComposedText(t), Some(c)) => {
+                let mut out = Vec::new();
+                t.finish(&c.matcher, &mut out);
+                return Ok((!out.is_empty())
+                    .then(|| make_str(py, &out))
+                    .transpose()?
+                    .map(Bound::into_any));
+            }
+            (Mode::ComposedBytes(b), Some(c)) => {
+                let mut out = Vec::new();
+                b.finish(&c.matcher, &mut out).map_err(|e| map_error(py, &e))?;
+                return Ok((!out.is_empty()).then(|| PyBytes::new(py, &out).into_any()));
+            }
+            (Mode::Unknown, Some(c)) => {
+                let mut t = MatchStream::new(&c.matcher);
+                t.finish(&c.matcher, &mut Vec::new());
+                st.mode = Mode::ComposedText(t);
+                return Ok(None);
+            }
+            _ => {}
+        }
         match &mut st.mode {
+            Mode::ComposedText(_) | Mode::ComposedBytes(_) => Ok(None),
             Mode::Unknown => {
                 // An empty upstream ends like any other stream.
                 let mut t = TextStream::new(self.include_stop);
@@ -393,7 +487,7 @@ impl StopStream {
         closer: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let replace = parse_errors(errors)?;
-        let (stops, include_stop) = resolve(py, stops, include_stop)?;
+        let (stops, include_stop) = resolve(py, stops, include_stop, SkipArgs::default())?;
         let upstream = PyIterator::from_object(chunks).map_err(|_| {
             PyTypeError::new_err(format!("chunks must be iterable, not {}", type_name(chunks)))
         })?;
@@ -423,6 +517,8 @@ impl StopStream {
             snapshot: AtomicU64::new(0),
             tail: AtomicU32::new(0),
             close_requested: AtomicBool::new(false),
+            composed: Mutex::new((Vec::new(), None)),
+            composed_set: AtomicBool::new(false),
         })
     }
 
@@ -539,8 +635,16 @@ impl StopStream {
     }
 
     #[getter]
-    fn stop_sequence(&self, py: Python<'_>) -> Option<Py<PyAny>> {
-        stop_sequence(py, &self.stops, self.snapshot().status)
+    fn stop_sequence(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        let status = self.snapshot().status;
+        if self.stops.ext.is_some() && matches!(status, Status::Stopped(_)) {
+            let g = self.composed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(m) = g.1.clone() {
+                drop(g);
+                return Ok(Some(make_str(py, &m)?.into_any().unbind()));
+            }
+        }
+        Ok(stop_sequence(py, &self.stops, status))
     }
 
     #[getter]
@@ -556,6 +660,17 @@ impl StopStream {
     #[getter]
     fn pending<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let snap = self.snapshot();
+        if self.stops.ext.is_some() {
+            let held = if snap.status == Status::Open {
+                self.composed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).0.clone()
+            } else {
+                Vec::new()
+            };
+            if snap.mode == Snapshot::MODE_BYTES {
+                return Ok(PyBytes::new(py, &held).into_any());
+            }
+            return Ok(make_str(py, &held)?.into_any());
+        }
         let set = &*self.stops.set;
         let held = if self.include_stop || snap.status != Status::Open {
             &[][..]

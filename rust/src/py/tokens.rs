@@ -23,7 +23,7 @@ use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyString, PyTuple, PyType};
 
 use super::convert::make_str;
 use super::errors::{map_error, parse_errors, type_name};
-use super::stopset::{resolve, stop_index, stop_sequence, IncludeStop, Stops};
+use super::stopset::{resolve, stop_index, stop_sequence, IncludeStop, SkipArgs, Stops};
 use super::{lock, try_lock};
 use crate::lock::{Guard, TryLock};
 use crate::{Error, Status, TokenStream};
@@ -405,7 +405,14 @@ impl TokenStopFilter {
         errors: &str,
     ) -> PyResult<Self> {
         let replace = parse_errors(errors)?;
-        let (stops, include_stop) = resolve(py, stops, include_stop)?;
+        let (stops, include_stop) = resolve(py, stops, include_stop, SkipArgs::default())?;
+        if stops.ext.is_some() {
+            // Token streams run the literal automaton only, for now: say so rather than
+            // silently matching nothing.
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "TokenStopFilter takes plain str stops only (no Stop, Regex or skip regions)",
+            ));
+        }
         let ids = match stop_token_ids {
             Some(s) if !s.is_none() => Ids::from(s, "stop_token_ids")?,
             _ => Ids::default(),
