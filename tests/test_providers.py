@@ -192,7 +192,8 @@ def test_patterns_and_included_stops_stay_local() -> None:
 def test_stop_and_regex_items_stay_local() -> None:
     from stopstream import Regex, Stop
 
-    stops = ["a", Regex(r"\d+"), Stop("b", include=True), Stop("c"), "a", "d"]
+    stops: list[str | Stop | Regex] = ["a", Regex(r"\d+"), Stop("b", include=True), Stop("c")]
+    stops += ["a", "d"]
     split = split_stops(stops, "openai")
     assert split.upstream == ["a", "d"]
     assert split.rest == [Regex(r"\d+"), Stop("b", include=True), Stop("c")]

@@ -50,7 +50,7 @@ from stopstream._adapter import (
     rebuild_from_sample,
     rebuild_model,
 )
-from stopstream._core import StopFilter
+from stopstream._core import Regex, Stop, StopFilter
 from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ class ResponsesMachine:
         self.status: str | None = None  # the final response's status, once known
 
     @property
-    def stops(self) -> tuple[str, ...]:
+    def stops(self) -> tuple[str | Stop | Regex, ...]:
         return self._stops
 
     @property
@@ -382,7 +382,7 @@ class ResponsesResult:
     _machine: ResponsesMachine
 
     @property
-    def stops(self) -> tuple[str, ...]:
+    def stops(self) -> tuple[str | Stop | Regex, ...]:
         return self._machine.stops
 
     @property

@@ -53,7 +53,7 @@ from stopstream._adapter import (
     SyncAdapterStream,
     check_on_stop,
 )
-from stopstream._core import StopFilter
+from stopstream._core import Regex, Stop, StopFilter
 from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ class GeminiMachine:
         self.stopped = False  # every candidate stopped or finished, and a stop fired
 
     @property
-    def stops(self) -> tuple[str, ...]:
+    def stops(self) -> tuple[str | Stop | Regex, ...]:
         return self._stops
 
     @property
@@ -288,7 +288,7 @@ class GeminiResult:
     _machine: GeminiMachine
 
     @property
-    def stops(self) -> tuple[str, ...]:
+    def stops(self) -> tuple[str | Stop | Regex, ...]:
         return self._machine.stops
 
     @property
