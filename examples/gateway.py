@@ -4,7 +4,12 @@ Clients send ``stop`` with as many sequences as they like, also for models that 
 parameter; the gateway sends the upstream what it accepts (4 for OpenAI by default), forwards
 the stream, and cuts every choice at the first stop of the full list, exactly as stopstream
 specifies, whatever the upstream. The Anthropic Messages API is served the same way on
-``/v1/messages`` (``stop_sequences``).
+``/v1/messages`` (``stop_sequences``), and the Responses API on ``/v1/responses``: that API has
+no ``stop`` parameter at all, so the gateway takes one (``extra_body={"stop": [...]}`` with the
+``openai`` client), sends none upstream and enforces them all. What each upstream is sent is
+decided per provider and model by ``stopstream.providers.split_stops``: at most 4 stops to
+OpenAI, none to models that reject ``stop`` (o1, o3, o4-mini, the gpt-5 family), no
+whitespace-only stop to Anthropic (its API rejects them; they are enforced here).
 
 Run it (``pip install '.[gateway]'`` from the repository root)::
 
@@ -17,14 +22,15 @@ and point a client at it::
                                    stop=["</answer>", "\\n\\nUser:", "###", "END", "<|im_end|>"])
 
 Options (``--help`` lists them all; a bad value is a startup error, exit status 2):
-``--stop-limit`` how many stops the upstream accepts (a number, ``openai``, ``gemini``, or
-``none`` for models that reject ``stop``); ``--on-stop close`` (default: cancel generation
-upstream as soon as every choice stopped) or ``drain`` (read the upstream to the end, so a
-requested final usage chunk still arrives); ``--max-connections`` (default 1,000) upstream
-connections at once, and the timeouts: ``--timeout`` (default 600 s) the longest wait for the
-upstream's next bytes (a stream may be quiet for long while a model thinks), ``--connect-timeout``
-(10 s), ``--pool-timeout`` (10 s: how long a request waits for a free upstream connection when
-all are in use, then it is answered 503).
+``--stop-limit`` how many stops the upstream accepts (a number, or a provider name from
+``stopstream.providers``: ``openai``, ``gemini``, ``none`` for models that reject ``stop``, ...;
+with a name, the request's model picks the provider's model rules); ``--on-stop close`` (default:
+cancel generation upstream as soon as every choice stopped) or ``drain`` (read the upstream to the
+end, so a requested final usage chunk still arrives); ``--max-connections`` (default 1,000)
+upstream connections at once, and the timeouts: ``--timeout`` (default 600 s) the longest wait for
+the upstream's next bytes (a stream may be quiet for long while a model thinks),
+``--connect-timeout`` (10 s), ``--pool-timeout`` (10 s: how long a request waits for a free
+upstream connection when all are in use, then it is answered 503).
 
 A client that goes away cancels its call at once, wherever it is: waiting for a connection,
 for the upstream's headers or for its next chunk. The upstream connection is closed then, which
@@ -48,7 +54,7 @@ from starlette.types import Receive, Scope, Send
 
 import stopstream
 from stopstream.providers import split_stops
-from stopstream.sse import awrap_anthropic, awrap_openai
+from stopstream.sse import awrap_anthropic, awrap_openai, awrap_responses
 
 # Request headers passed on to the upstream (credentials and API selectors).
 FORWARDED_HEADERS = (
@@ -158,7 +164,7 @@ def create_app(
     *,
     anthropic_upstream: str = "https://api.anthropic.com",
     stop_limit: int | str | None = "openai",
-    anthropic_stop_limit: int | str | None = 0,
+    anthropic_stop_limit: int | str | None = "anthropic",
     on_stop: Literal["close", "drain"] = "close",
     timeout: float = 600.0,
     connect_timeout: float = 10.0,
@@ -168,10 +174,11 @@ def create_app(
     """The gateway as an ASGI app.
 
     ``upstream``: the OpenAI-compatible base URL (ending in ``/v1``); ``anthropic_upstream``:
-    the Anthropic API's base URL. ``stop_limit`` / ``anthropic_stop_limit``: how many stops to
-    send each upstream (see ``stopstream.providers.split_stops``); every stop is enforced here
-    in any case. The Anthropic route sends none by default, so stops behave the same on both
-    routes. ``on_stop``: ``"close"`` or ``"drain"``, see ``stopstream.openai``.
+    the Anthropic API's base URL (``/v1/responses`` goes to ``upstream``). ``stop_limit`` /
+    ``anthropic_stop_limit``: what to send each upstream, a count or a provider name of
+    ``stopstream.providers`` (then split per the request's model, see ``split_stops``); every
+    stop is enforced here in any case. The Responses route never sends any (the API has no
+    ``stop``). ``on_stop``: ``"close"`` or ``"drain"``, see ``stopstream.openai``.
 
     The upstream client (see ``UpstreamPool``): at most ``max_connections`` connections at once
     (a stream holds its connection for its whole length, so this is the number of concurrent
@@ -234,7 +241,7 @@ def create_app(
             return _openai_error(400, "The request body must be a JSON object.")
         try:
             stops = stopstream.StopSet(payload.get("stop"))
-            to_upstream, _rest = split_stops(stops, stop_limit)
+            to_upstream, _rest = split_stops(stops, stop_limit, _model(payload))
         except (TypeError, ValueError) as exc:
             return _openai_error(400, f"Invalid 'stop': {exc}", "stop")
         if to_upstream:
@@ -276,7 +283,7 @@ def create_app(
             return _anthropic_error(400, "The request body must be a JSON object.")
         try:
             stops = stopstream.StopSet(payload.get("stop_sequences"))
-            to_upstream, _rest = split_stops(stops, anthropic_stop_limit)
+            to_upstream, _rest = split_stops(stops, anthropic_stop_limit, _model(payload))
         except (TypeError, ValueError) as exc:
             return _anthropic_error(400, f"stop_sequences: {exc}")
         if to_upstream:
@@ -303,10 +310,43 @@ def create_app(
 
         return Exchange(call)
 
+    async def responses(request: Request) -> Response:
+        try:
+            payload = await request.json()
+        except ValueError:
+            return _openai_error(400, "The request body is not valid JSON.")
+        if not isinstance(payload, dict):
+            return _openai_error(400, "The request body must be a JSON object.")
+        try:
+            # The Responses API has no `stop`: every stop is enforced here, none sent upstream.
+            stops = stopstream.StopSet(payload.pop("stop", None))
+        except (TypeError, ValueError) as exc:
+            return _openai_error(400, f"Invalid 'stop': {exc}", "stop")
+        stream = bool(payload.get("stream"))
+
+        async def call(closing: contextlib.AsyncExitStack) -> Response | AsyncIterable[bytes]:
+            url = f"{upstream}/responses"
+            try:
+                response = await forward(request, url, payload, stream, closing)
+            except httpx.PoolTimeout:
+                return _openai_error(503, "The gateway is at its upstream connection limit.")
+            except httpx.HTTPError as exc:
+                return _openai_error(502, f"Upstream error: {type(exc).__name__}: {exc}")
+            if response.status_code != 200:
+                return await passthrough(response)
+            if not stream:
+                return JSONResponse(_truncate_response(response.json(), stops))
+            body = awrap_responses(UpstreamBody(response), stops, on_stop=on_stop)
+            closing.push_async_callback(body.aclose)
+            return body
+
+        return Exchange(call)
+
     return Starlette(
         routes=[
             Route("/v1/chat/completions", chat_completions, methods=["POST"]),
             Route("/v1/messages", messages, methods=["POST"]),
+            Route("/v1/responses", responses, methods=["POST"]),
         ],
         lifespan=lifespan,
     )
@@ -410,6 +450,35 @@ def _truncate_message(data: Any, stops: stopstream.StopSet) -> Any:
     return data
 
 
+def _truncate_response(data: Any, stops: stopstream.StopSet) -> Any:
+    """Apply the stops to a non-streaming Responses API response, each output text on its own
+    (as the stream adapter does): the first one with a stop is cut and ends the response."""
+    output = data.get("output") if isinstance(data, dict) else None
+    if not isinstance(output, list):
+        return data
+    for position, item in enumerate(output):
+        content = item.get("content") if isinstance(item, dict) else None
+        if item.get("type") != "message" or not isinstance(content, list):
+            continue
+        for index, part in enumerate(content):
+            if not (isinstance(part, dict) and part.get("type") == "output_text"):
+                continue
+            text, stop = stopstream.truncate(part.get("text") or "", stops)
+            if stop is not None:
+                part["text"] = text
+                del content[index + 1 :]
+                del output[position + 1 :]
+                item["status"] = "completed"
+                data.update(status="completed", incomplete_details=None, stop_sequence=stop)
+                return data
+    return data
+
+
+def _model(payload: dict[str, Any]) -> str | None:
+    model = payload.get("model")
+    return model if isinstance(model, str) else None
+
+
 def _check_options(
     *,
     upstream: str,
@@ -504,13 +573,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--stop-limit",
         type=_stop_limit,
         default="openai",
-        help="stops sent to the OpenAI upstream: a number, openai, gemini, none (default openai)",
+        help="stops sent to the OpenAI upstream: a number or a provider name (openai, none, ...; "
+        "default openai: per the request's model)",
     )
     parser.add_argument(
         "--anthropic-stop-limit",
         type=_stop_limit,
-        default=0,
-        help="stops sent to the Anthropic upstream (default 0: all enforced here)",
+        default="anthropic",
+        help="stops sent to the Anthropic upstream (default anthropic: all but whitespace-only)",
     )
     parser.add_argument("--on-stop", choices=("close", "drain"), default="close")
     parser.add_argument(

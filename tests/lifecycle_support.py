@@ -25,9 +25,14 @@ from typing import Any
 import anthropic.types as anthropic_types
 import openai.types.chat as openai_types
 from anthropic._models import construct_type
+from google.genai import types as genai_types
+from openai.types.responses import ResponseStreamEvent
+from pydantic import TypeAdapter
 
 import stopstream
+from provider_scripts import Item, ResponseScript, gemini_chunk, response_events
 from stopstream import anthropic as ss_anthropic
+from stopstream import gemini as ss_gemini
 from stopstream import openai as ss_openai
 from stopstream import sse as ss_sse
 
@@ -381,6 +386,144 @@ def _entries() -> list[Entry]:
     return out
 
 
-ENTRIES = _entries()
+# --- the Responses API and Gemini ---------------------------------------------------------------
+
+
+def responses_items() -> list[dict[str, Any]]:
+    return response_events(ResponseScript([Item("message", [list(PIECES)])]))
+
+
+RESPONSES_OFFSET = 4  # created, in_progress, output_item.added, content_part.added
+
+
+def _dump(e: Any) -> dict[str, Any]:
+    return e if isinstance(e, dict) else e.model_dump(mode="json", by_alias=True)
+
+
+def responses_text(out: list[Any]) -> str:
+    events = [_dump(e) for e in out]
+    return "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
+
+
+def responses_final(out: list[Any]) -> bool:
+    events = [_dump(e) for e in out]
+    kinds = [e["type"] for e in events]
+    closing = [
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    response = events[-1].get("response") or {}
+    return kinds[-4:] == closing and response.get("stop_sequence") == "</stop>"
+
+
+def sdk_responses(items: list[dict[str, Any]]) -> list[Any]:
+    adapter: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
+    return [adapter.validate_python(e) for e in items]
+
+
+def sse_responses(items: list[dict[str, Any]]) -> list[bytes]:
+    return [f"event: {i['type']}\ndata: {json.dumps(i)}\n\n".encode() for i in items]
+
+
+def gemini_items() -> list[dict[str, Any]]:
+    return [gemini_chunk([{"text": p}]) for p in PIECES] + [
+        gemini_chunk([{"text": ""}], finish="STOP")
+    ]
+
+
+def gemini_text(out: list[Any]) -> str:
+    text = ""
+    for c in out:
+        for cand in _dump(c).get("candidates") or []:
+            for part in (cand.get("content") or {}).get("parts") or []:
+                if not part.get("thought"):
+                    text += part.get("text") or ""
+    return text
+
+
+def gemini_final(out: list[Any]) -> bool:
+    cand = _dump(out[-1])["candidates"][0]
+    return bool(cand.get("finishReason") == "STOP" and cand.get("finishMessage") == "</stop>")
+
+
+def sdk_gemini(items: list[dict[str, Any]]) -> list[Any]:
+    cls = genai_types.GenerateContentResponse
+    return [cls.model_validate_json(json.dumps(i)) for i in items]
+
+
+def sse_gemini(items: list[dict[str, Any]]) -> list[bytes]:
+    return [b"data: " + json.dumps(i).encode() + b"\n\n" for i in items]
+
+
+def _provider_entries() -> list[Entry]:
+    out: list[Entry] = []
+    for is_async in (False, True):
+        a = "a" if is_async else ""
+        resp = ss_openai.awrap_responses if is_async else ss_openai.wrap_responses
+        gem = ss_gemini.awrap if is_async else ss_gemini.wrap
+        sse_r = ss_sse.awrap_responses if is_async else ss_sse.wrap_responses
+        sse_g = ss_sse.awrap_gemini if is_async else ss_sse.wrap_gemini
+        for name, items, make, text, final, offset in (
+            (
+                f"openai.{a}wrap_responses[dicts]",
+                responses_items,
+                resp,
+                responses_text,
+                responses_final,
+                RESPONSES_OFFSET,
+            ),
+            (
+                f"openai.{a}wrap_responses[sdk]",
+                lambda: sdk_responses(responses_items()),
+                resp,
+                responses_text,
+                responses_final,
+                RESPONSES_OFFSET,
+            ),
+            (
+                f"sse.{a}wrap_responses",
+                lambda: sse_responses(responses_items()),
+                sse_r,
+                lambda o: responses_text(sse_events(o)),
+                lambda o: responses_final(sse_events(o)),
+                RESPONSES_OFFSET,
+            ),
+            (f"gemini.{a}wrap[dicts]", gemini_items, gem, gemini_text, gemini_final, 0),
+            (
+                f"gemini.{a}wrap[sdk]",
+                lambda: sdk_gemini(gemini_items()),
+                gem,
+                gemini_text,
+                gemini_final,
+                0,
+            ),
+            (
+                f"sse.{a}wrap_gemini",
+                lambda: sse_gemini(gemini_items()),
+                sse_g,
+                lambda o: gemini_text(sse_events(o)),
+                lambda o: gemini_final(sse_events(o)),
+                0,
+            ),
+        ):
+            out.append(
+                Entry(
+                    name,
+                    is_async,
+                    items,
+                    lambda up, f=make: f(up, STOPS),  # type: ignore[misc]
+                    text,
+                    final,
+                    offset,
+                    5,
+                    True,
+                )
+            )
+    return out
+
+
+ENTRIES = _entries() + _provider_entries()
 SYNC_ENTRIES = [e for e in ENTRIES if not e.is_async]
 ASYNC_ENTRIES = [e for e in ENTRIES if e.is_async]

@@ -372,7 +372,8 @@ def test_anthropic_stop_fires_in_the_gateway(fake: FakeUpstream, gateway: str) -
     assert final.delta.stop_reason == "stop_sequence"
     assert final.delta.stop_sequence == "</answer>"
     assert final.usage.input_tokens == 11
-    assert "stop_sequences" not in fake.last.body  # all enforced in the gateway
+    # Anthropic takes every stop here (none is whitespace-only); all are enforced in the gateway.
+    assert fake.last.body["stop_sequences"] == STOPS
     assert_closed_early(fake.last)
 
 
@@ -733,7 +734,7 @@ def test_options_parsed() -> None:
         1000,
     )
     assert gateway.parse_args(["--stop-limit", "none"]).stop_limit == "none"
-    assert gateway.parse_args([]).anthropic_stop_limit == 0
+    assert gateway.parse_args([]).anthropic_stop_limit == "anthropic"
 
 
 @pytest.mark.parametrize(

@@ -1,10 +1,19 @@
-"""``stopstream.providers.split_stops``: what to send upstream, what to enforce only locally."""
+"""``stopstream.providers``: what to send upstream, what to enforce only locally."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
-from stopstream.providers import STOP_LIMITS, StopSplit, split_stops
+from stopstream.providers import (
+    PROVIDERS,
+    STOP_LIMITS,
+    Limits,
+    StopSplit,
+    limits_for,
+    split_stops,
+)
 
 STOPS = ["</answer>", "\n\nUser:", "###", "END", "<|im_end|>", "Observation:"]
 
@@ -26,9 +35,165 @@ def test_duplicates_are_sent_once_and_inputs_are_validated() -> None:
     with pytest.raises(ValueError, match="position 1"):
         split_stops(["a", ""], 4)
     with pytest.raises(ValueError, match="unknown provider"):
-        split_stops(STOPS, "mistral")
+        split_stops(STOPS, "mistrall")
     with pytest.raises(ValueError, match=">= 0"):
         split_stops(STOPS, -1)
     with pytest.raises(TypeError):
         split_stops(STOPS, 1.5)  # type: ignore[arg-type]
     assert STOP_LIMITS["openai"] == 4 and STOP_LIMITS["gemini"] == 5
+
+
+# --- the table: every provider and model family ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    provider: str
+    model: str | None
+    count: int | None
+    whitespace_rejected: bool = False
+    max_length: int | None = None
+
+
+CASES = [
+    Case("openai", None, 4),
+    Case("openai", "gpt-4o", 4),
+    Case("openai", "gpt-4.1-mini", 4),
+    Case("openai", "o1", 0),
+    Case("openai", "o1-mini", 0),
+    Case("openai", "o3", 0),
+    Case("openai", "o3-mini-2025-01-31", 0),
+    Case("openai", "o4-mini", 0),
+    Case("openai", "gpt-5", 0),
+    Case("openai", "gpt-5-mini", 0),
+    Case("openai", "gpt-5-nano", 0),
+    Case("openai", "gpt-5.2", 0),
+    Case("openai", "openai/o3", 0),  # a LiteLLM-style route prefix
+    Case("openai", "some-future-model", 4),  # unknown: the provider's default
+    Case("openai-responses", None, 0),
+    Case("openai-responses", "gpt-4o", 0),
+    Case("anthropic", None, None, whitespace_rejected=True),
+    Case("anthropic", "claude-sonnet-4-5", None, whitespace_rejected=True),
+    Case("gemini", None, 5),
+    Case("gemini", "gemini-2.5-flash", 5),
+    Case("vertex", "gemini-2.5-pro", 5),
+    Case("bedrock", None, 2500),
+    Case("bedrock", "amazon.nova-pro-v1:0", 2500),
+    Case("bedrock", "deepseek.r1-v1:0", 2500, max_length=10),
+    Case("bedrock", "us.deepseek.r1-v1:0", 2500, max_length=10),
+    Case("bedrock", "anthropic.claude-3-haiku", 2500, whitespace_rejected=True),
+    Case("bedrock", "eu.anthropic.claude-3-haiku", 2500, whitespace_rejected=True),
+    Case("mistral", "mistral-large-latest", 4),
+    Case("cohere", "command-r-plus", 5),
+    Case("groq", "llama-3.3-70b-versatile", 4),
+    Case("deepseek", "deepseek-chat", 16),
+    Case("xai", None, 4),
+    Case("xai", "grok-3", 4),
+    Case("xai", "grok-3-mini", 0),
+    Case("xai", "grok-3-mini-fast", 0),
+    Case("xai", "grok-4", 0),
+    Case("xai", "grok-4-0709", 0),
+    Case("xai", "grok-code-fast-1", 0),
+    Case("xai", "grok-4-fast-non-reasoning", 4),
+    Case("xai", "grok-4-1-fast-non-reasoning", 4),
+    Case("none", None, 0),
+    Case("none", "anything", 0),
+]
+
+
+def test_every_provider_has_cases() -> None:
+    assert {case.provider for case in CASES} == set(PROVIDERS)
+
+
+def ids(case: Case) -> str:
+    return f"{case.provider}:{case.model}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=ids)
+def test_limits_per_provider_and_model(case: Case) -> None:
+    limits = limits_for(case.provider, case.model)
+    assert limits.count == case.count
+    assert limits.rejects_whitespace_only is case.whitespace_rejected
+    assert limits.max_length == case.max_length
+
+
+MANY = [f"<stop{i}>" for i in range(3000)]
+
+
+@pytest.mark.parametrize("case", CASES, ids=ids)
+def test_split_per_provider_and_model(case: Case) -> None:
+    stops = ["\n", *MANY, " \t", "a-long-stop-sequence", "</answer>"]
+    split = split_stops(stops, case.provider, case.model)
+    limits = Limits(case.count, case.max_length, case.whitespace_rejected)
+    accepted = [s for s in stops if limits.accepts(s)]
+    expected = accepted if case.count is None else accepted[: case.count]
+    assert split.upstream == expected
+    assert split.rest == [s for s in stops if s not in expected]  # the order kept
+    if case.whitespace_rejected:
+        assert "\n" in split.rest and " \t" in split.rest
+    if case.max_length is not None:
+        assert all(len(s) <= case.max_length for s in split.upstream)
+        assert "a-long-stop-sequence" in split.rest
+
+
+@pytest.mark.parametrize("case", CASES, ids=ids)
+def test_limit_overrides_the_table(case: Case) -> None:
+    split = split_stops(STOPS, case.provider, case.model, limit=2)
+    assert split.upstream == STOPS[:2]
+    assert split_stops(STOPS, case.provider, case.model, limit=0).upstream == []
+
+
+def test_anthropic_whitespace_only_stops_stay_local_and_keep_their_order() -> None:
+    split = split_stops(["\n", "</answer>", "\n\n", "User:", "  "], "anthropic")
+    assert split == (["</answer>", "User:"], ["\n", "\n\n", "  "])
+
+
+def test_an_unknown_provider_names_the_known_ones() -> None:
+    with pytest.raises(ValueError, match="unknown provider 'openia'") as info:
+        split_stops(STOPS, "openia")
+    for name in PROVIDERS:
+        assert repr(name) in str(info.value)
+    with pytest.raises(ValueError, match="unknown provider"):
+        limits_for("")
+
+
+def test_bad_limit() -> None:
+    with pytest.raises(ValueError, match=">= 0"):
+        split_stops(STOPS, "openai", limit=-1)
+    with pytest.raises(TypeError):
+        split_stops(STOPS, "openai", limit=True)
+
+
+class PatternLike:
+    """Stands for a stop object that is not a literal string (a pattern)."""
+
+    def __hash__(self) -> int:
+        return 1
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PatternLike)
+
+
+class IncludedLiteral(str):
+    """A literal stop whose text is kept (``include=True``)."""
+
+    include = True
+
+
+def test_patterns_and_included_stops_stay_local() -> None:
+    # The check split_stops makes on each stop item (as the filter's ``stops`` returns it).
+    from stopstream import providers
+
+    assert not providers._local_only("a")
+    assert providers._local_only(PatternLike())
+    assert providers._local_only(IncludedLiteral("b"))
+
+
+def test_stop_and_regex_items_stay_local() -> None:
+    from stopstream import Regex, Stop
+
+    stops: list[str | Stop | Regex] = ["a", Regex(r"\d+"), Stop("b", include=True), Stop("c")]
+    stops += ["a", "d"]
+    split = split_stops(stops, "openai")
+    assert split.upstream == ["a", "d"]
+    assert split.rest == [Regex(r"\d+"), Stop("b", include=True), Stop("c")]

@@ -4,9 +4,10 @@ Output is written as soon as it is safe (only text that could still become a sto
 back), so the command works in a pipe behind a live producer. When a stop fires, the command
 stops reading and exits, which closes the pipe to the producer.
 
-With ``--sse openai|anthropic`` the input is a Server-Sent Events body of the Chat Completions
-or Messages streaming API, and the output is that body with the stop sequences applied to the
-generated text (see ``stopstream.sse``).
+With ``--sse openai|responses|anthropic|gemini`` the input is a Server-Sent Events body of the
+Chat Completions, Responses, Messages or Gemini ``streamGenerateContent?alt=sse`` streaming API,
+and the output is that body with the stop sequences applied to the generated text (see
+``stopstream.sse``).
 
 Exit status: 0 when a stop fired or the input ended; 1 when the input is not what was expected
 (invalid UTF-8 with ``--errors strict``; with ``--sse``, not an SSE body, or one that ended
@@ -194,9 +195,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--sse",
-        choices=("openai", "anthropic"),
-        help="the input is an SSE body of the OpenAI Chat Completions or the Anthropic "
-        "Messages streaming API: apply the stops to the generated text, write the body",
+        choices=("openai", "responses", "anthropic", "gemini"),
+        help="the input is an SSE body of the OpenAI Chat Completions or Responses, the "
+        "Anthropic Messages or the Gemini streaming API: apply the stops to the generated "
+        "text, write the body",
     )
     p.add_argument(
         "--on-stop",
@@ -321,15 +323,18 @@ def _run_sse(args: argparse.Namespace, src: BinaryIO, out: BinaryIO) -> int:
             'body of a streaming response ("stream": true)\n'
         )
         return 1
-    stream: sse.OpenAISSEStream | sse.AnthropicSSEStream
+    stream: (
+        sse.OpenAISSEStream | sse.AnthropicSSEStream | sse.ResponsesSSEStream | sse.GeminiSSEStream
+    )
+    options = {"include_stop": args.include_stop, "on_stop": args.on_stop}
     if args.sse == "openai":
-        stream = sse.wrap_openai(
-            chunks, stops, include_stop=args.include_stop, on_stop=args.on_stop
-        )
+        stream = sse.wrap_openai(chunks, stops, **options)
+    elif args.sse == "responses":
+        stream = sse.wrap_responses(chunks, stops, **options)
+    elif args.sse == "gemini":
+        stream = sse.wrap_gemini(chunks, stops, **options)
     else:
-        stream = sse.wrap_anthropic(
-            chunks, stops, include_stop=args.include_stop, on_stop=args.on_stop
-        )
+        stream = sse.wrap_anthropic(chunks, stops, **options)
     with stream:
         for piece in stream:
             out.write(piece)
@@ -344,6 +349,20 @@ def _run_sse(args: argparse.Namespace, src: BinaryIO, out: BinaryIO) -> int:
         ]
         final = "a finish_reason for every choice"
         api = "Chat Completions"
+    elif isinstance(stream, sse.GeminiSSEStream):
+        ended = stream.complete
+        indices = stream.stop_indices
+        fired = [
+            (f"candidate {candidate}: ", indices[candidate], stop)
+            for candidate, stop in stream.stop_sequences.items()
+        ]
+        final = "a finishReason for every candidate"
+        api = "Gemini"
+    elif isinstance(stream, sse.ResponsesSSEStream):
+        ended = stream.complete
+        fired = [("", stream.stop_index, stream.stop_sequence)]
+        final = "response.completed, .incomplete or .failed"
+        api = "Responses"
     else:
         ended = stream.stop_reason is not None
         fired = [("", stream.stop_index, stream.stop_sequence)]

@@ -1,4 +1,4 @@
-"""Stop sequences for OpenAI Chat Completions streams.
+"""Stop sequences for OpenAI Chat Completions and Responses streams.
 
 ``wrap_chat`` / ``awrap_chat`` wrap a stream of ``ChatCompletionChunk`` objects from the
 ``openai`` SDK (or of plain dicts of the same shape) and yield the same kind, with the stop
@@ -33,6 +33,10 @@ Rules:
   far, which is right as soon as each choice has sent its first chunk (OpenAI and vLLM send a
   role chunk per choice first).
 
+``wrap_responses`` / ``awrap_responses`` do the same for the Responses API's stream events
+(``client.responses.create(..., stream=True)``), which has no ``stop`` parameter at all; the
+rules are in ``stopstream._responses``.
+
 The SDK is not imported: SDK chunks are read with ``model_dump``, and a changed chunk is the
 upstream chunk's own ``model_copy`` with only the changed fields replaced (so class, private
 state and helpers survive, LiteLLM's ``ModelResponseStream`` included); ``choice.stop_reason``
@@ -56,12 +60,22 @@ from stopstream._adapter import (
     check_on_stop,
 )
 from stopstream._core import Regex, Stop, StopFilter, _feed_unless_stop
+from stopstream._responses import AsyncResponsesStopStream, ResponsesMachine, ResponsesStopStream
 from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:
     from stopstream._core import _Stops as Stops
 
-__all__ = ["AsyncChatStopStream", "ChatStopStream", "awrap_chat", "wrap_chat"]
+__all__ = [
+    "AsyncChatStopStream",
+    "AsyncResponsesStopStream",
+    "ChatStopStream",
+    "ResponsesStopStream",
+    "awrap_chat",
+    "awrap_responses",
+    "wrap_chat",
+    "wrap_responses",
+]
 
 _T = TypeVar("_T")
 
@@ -413,3 +427,33 @@ def awrap_chat(
 ) -> AsyncChatStopStream[_T]:
     """Async twin of ``wrap_chat`` (an ``AsyncStream`` from ``AsyncOpenAI``, say)."""
     return AsyncChatStopStream(stream, ChatMachine(stops, include_stop, on_stop, n))
+
+
+def wrap_responses(
+    stream: Iterable[_T],
+    stops: Stops,
+    *,
+    include_stop: bool | None = None,
+    on_stop: OnStop = "close",
+) -> ResponsesStopStream[_T]:
+    """Apply ``stops`` to a stream of Responses API events (SDK objects or dicts).
+
+    Yields the same kind. One filter per output text part; on a stop, the truncated delta and
+    the closing events (``response.output_text.done``, ``response.content_part.done``,
+    ``response.output_item.done``, ``response.completed`` naming the stop as
+    ``response.stop_sequence``). ``complete`` tells whether the response ended (a terminal event
+    or a stop) rather than being dropped. ``on_stop``: ``"close"`` (close the upstream as soon
+    as the stop fires) or ``"drain"`` (read it to the end silently, for the real usage).
+    """
+    return ResponsesStopStream(stream, ResponsesMachine(stops, include_stop, on_stop))
+
+
+def awrap_responses(
+    stream: AsyncIterable[_T],
+    stops: Stops,
+    *,
+    include_stop: bool | None = None,
+    on_stop: OnStop = "close",
+) -> AsyncResponsesStopStream[_T]:
+    """Async twin of ``wrap_responses`` (an ``AsyncStream`` from ``AsyncOpenAI``, say)."""
+    return AsyncResponsesStopStream(stream, ResponsesMachine(stops, include_stop, on_stop))

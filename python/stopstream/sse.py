@@ -1,4 +1,4 @@
-"""Stop sequences for raw Server-Sent Events bodies of the OpenAI and Anthropic streaming APIs.
+"""Stop sequences for raw Server-Sent Events bodies of the OpenAI, Anthropic and Gemini APIs.
 
 For a gateway that forwards the upstream's HTTP body: bytes in (split anywhere), bytes out::
 
@@ -8,9 +8,13 @@ For a gateway that forwards the upstream's HTTP body: bytes in (split anywhere),
                 yield piece
 
 ``wrap_openai`` / ``awrap_openai`` apply ``stopstream.openai``'s rules to a Chat Completions
-body, ``wrap_anthropic`` / ``awrap_anthropic`` ``stopstream.anthropic``'s rules to a Messages
-body. Parsing follows the SSE standard: events end at a blank line and may be split anywhere
-across chunks; lines end in ``\\r\\n``, ``\\n`` or ``\\r``; comment lines (``: ...``) and
+body, ``wrap_responses`` / ``awrap_responses`` the Responses API's rules (see
+``stopstream.openai.wrap_responses``), ``wrap_anthropic`` / ``awrap_anthropic``
+``stopstream.anthropic``'s rules to a Messages body, and ``wrap_gemini`` / ``awrap_gemini``
+``stopstream.gemini``'s rules to a ``streamGenerateContent?alt=sse`` body.
+
+Parsing follows the SSE standard: events end at a blank line and may be split anywhere across
+chunks; lines end in ``\\r\\n``, ``\\n`` or ``\\r``; comment lines (``: ...``) and
 ``id:`` / ``retry:`` / unknown fields are kept; several ``data:`` lines are one value joined
 with ``\\n``; a leading byte order mark is ignored; a last block the body did not finish (no
 blank line after it) is not dispatched, and not forwarded: a body cut mid-event is a dropped
@@ -28,8 +32,9 @@ What comes out:
   holding compact JSON (UTF-8, non-ASCII kept as is), with the body's own line ending. (For the
   compact JSON the providers send, a splice and a re-serialization give the same bytes.)
 - Events the adapter adds (Anthropic's ``content_block_stop`` / ``message_delta`` /
-  ``message_stop`` after a stop, OpenAI's final chunks) are written as ``event: TYPE`` +
-  ``data:`` (Anthropic) or ``data:`` (OpenAI).
+  ``message_stop`` after a stop, the Responses API's closing events, OpenAI's and Gemini's final
+  chunks) are written as ``event: TYPE`` + ``data:`` (Anthropic, Responses) or ``data:`` alone
+  (Chat Completions, Gemini).
 - When every stream has stopped with ``on_stop="close"``, the upstream is closed, the events
   still owed are written (for OpenAI followed by ``data: [DONE]``), and the body ends. With
   ``on_stop="drain"``, the rest of the upstream body is read and dropped, except comment blocks
@@ -58,7 +63,9 @@ from stopstream._adapter import (
     SyncAdapterStream,
 )
 from stopstream._core import StopFilter, _SSEStage
+from stopstream._responses import ResponsesMachine, ResponsesResult
 from stopstream.anthropic import MessagesMachine, _MessagesResult
+from stopstream.gemini import GeminiMachine, GeminiResult
 from stopstream.openai import ChatMachine, _ChatResult
 
 if TYPE_CHECKING:
@@ -67,13 +74,23 @@ if TYPE_CHECKING:
 __all__ = [
     "AnthropicSSEStream",
     "AsyncAnthropicSSEStream",
+    "AsyncGeminiSSEStream",
     "AsyncOpenAISSEStream",
+    "AsyncResponsesSSEStream",
+    "GeminiSSEStream",
     "OpenAISSEStream",
+    "ResponsesSSEStream",
     "awrap_anthropic",
+    "awrap_gemini",
     "awrap_openai",
+    "awrap_responses",
     "wrap_anthropic",
+    "wrap_gemini",
     "wrap_openai",
+    "wrap_responses",
 ]
+
+Machine = ChatMachine | MessagesMachine | ResponsesMachine | GeminiMachine
 
 BytesLike = bytes | bytearray | memoryview
 
@@ -209,11 +226,13 @@ class SSEDriver:
     its open text streams' filters (the very filters the machine feeds).
     """
 
-    __slots__ = ("_done", "_ended", "_machine", "_openai", "_parser")
+    __slots__ = ("_done", "_ended", "_machine", "_named", "_openai", "_parser")
 
-    def __init__(self, machine: ChatMachine | MessagesMachine) -> None:
+    def __init__(self, machine: Machine) -> None:
         self._machine = machine
-        self._openai = isinstance(machine, ChatMachine)
+        self._openai = isinstance(machine, ChatMachine)  # "data: [DONE]" ends the body
+        # Events the machine adds are written with an ``event:`` line naming their type.
+        self._named = isinstance(machine, (MessagesMachine, ResponsesMachine))
         self._parser = SSEParser()
         self._ended = False  # nothing more is written
         self._done = False  # "data: [DONE]" written
@@ -253,6 +272,8 @@ class SSEDriver:
     def _state(self) -> tuple[bool, bool, list[tuple[Any, StopFilter]]]:
         """(the common case may be handled natively, closing, the open text streams' filters)."""
         machine = self._machine
+        if not isinstance(machine, (ChatMachine, MessagesMachine)):
+            return False, machine.closing, []  # no native shape (yet): every event here
         fast = not self._ended and machine.open
         return fast, machine.closing, machine.text_filters() if fast else []
 
@@ -314,7 +335,7 @@ class SSEDriver:
         for value, origin in emits:
             if event is not None and origin is obj:
                 out += event.raw if value is obj else event.with_data(_dumps(value))
-            elif self._openai:
+            elif not self._named:
                 out += b"data: " + _dumps(value) + eol + eol
             else:
                 kind = value.get("type")
@@ -421,3 +442,97 @@ def awrap_anthropic(
 ) -> AsyncAnthropicSSEStream:
     """Async twin of ``wrap_anthropic``."""
     return AsyncAnthropicSSEStream(body, MessagesMachine(stops, include_stop, on_stop))
+
+
+class ResponsesSSEStream(SyncAdapterStream[bytes], ResponsesResult):
+    """Iterator over a Responses API SSE body with stop sequences applied."""
+
+    __slots__ = ("_machine",)
+
+    def __init__(self, body: Iterable[Any], machine: ResponsesMachine) -> None:
+        self._machine = machine
+        super().__init__(body, SSEDriver(machine))
+
+
+class AsyncResponsesSSEStream(AsyncAdapterStream[bytes], ResponsesResult):
+    """Async iterator over a Responses API SSE body with stop sequences applied."""
+
+    __slots__ = ("_machine",)
+
+    def __init__(self, body: AsyncIterable[Any], machine: ResponsesMachine) -> None:
+        self._machine = machine
+        super().__init__(body, SSEDriver(machine))
+
+
+class GeminiSSEStream(SyncAdapterStream[bytes], GeminiResult):
+    """Iterator over a Gemini ``alt=sse`` body with stop sequences applied."""
+
+    __slots__ = ("_machine",)
+
+    def __init__(self, body: Iterable[Any], machine: GeminiMachine) -> None:
+        self._machine = machine
+        super().__init__(body, SSEDriver(machine))
+
+
+class AsyncGeminiSSEStream(AsyncAdapterStream[bytes], GeminiResult):
+    """Async iterator over a Gemini ``alt=sse`` body with stop sequences applied."""
+
+    __slots__ = ("_machine",)
+
+    def __init__(self, body: AsyncIterable[Any], machine: GeminiMachine) -> None:
+        self._machine = machine
+        super().__init__(body, SSEDriver(machine))
+
+
+def wrap_responses(
+    body: Iterable[BytesLike],
+    stops: Stops,
+    *,
+    include_stop: bool | None = None,
+    on_stop: OnStop = "close",
+) -> ResponsesSSEStream:
+    """Apply ``stops`` to a Responses API SSE body (an iterable of bytes); yields bytes.
+
+    The result reports ``stop_sequence`` and ``complete`` like
+    ``stopstream.openai.wrap_responses``.
+    """
+    return ResponsesSSEStream(body, ResponsesMachine(stops, include_stop, on_stop))
+
+
+def awrap_responses(
+    body: AsyncIterable[BytesLike],
+    stops: Stops,
+    *,
+    include_stop: bool | None = None,
+    on_stop: OnStop = "close",
+) -> AsyncResponsesSSEStream:
+    """Async twin of ``wrap_responses``."""
+    return AsyncResponsesSSEStream(body, ResponsesMachine(stops, include_stop, on_stop))
+
+
+def wrap_gemini(
+    body: Iterable[BytesLike],
+    stops: Stops,
+    *,
+    include_stop: bool | None = None,
+    on_stop: OnStop = "close",
+    candidate_count: int | None = None,
+) -> GeminiSSEStream:
+    """Apply ``stops`` to a Gemini ``streamGenerateContent?alt=sse`` body; yields bytes.
+
+    The result reports ``stop_sequences`` per candidate and ``complete`` like
+    ``stopstream.gemini.wrap``.
+    """
+    return GeminiSSEStream(body, GeminiMachine(stops, include_stop, on_stop, candidate_count))
+
+
+def awrap_gemini(
+    body: AsyncIterable[BytesLike],
+    stops: Stops,
+    *,
+    include_stop: bool | None = None,
+    on_stop: OnStop = "close",
+    candidate_count: int | None = None,
+) -> AsyncGeminiSSEStream:
+    """Async twin of ``wrap_gemini``."""
+    return AsyncGeminiSSEStream(body, GeminiMachine(stops, include_stop, on_stop, candidate_count))

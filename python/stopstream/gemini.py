@@ -1,0 +1,380 @@
+"""Stop sequences for Gemini ``generateContent`` streams.
+
+``wrap`` / ``awrap`` wrap a stream of ``google-genai`` ``GenerateContentResponse`` objects (what
+``client.models.generate_content_stream`` returns) or of plain dicts of the wire shape
+(camelCase, as the REST API sends them) or of the SDK's snake_case ``model_dump()``, and yield
+the same kind::
+
+    chunks = client.models.generate_content_stream(model=..., contents=...)
+    with stopstream.gemini.wrap(chunks, ["</answer>", "\\n\\nUser:"]) as stream:
+        for chunk in stream:
+            print(chunk.text, end="")
+
+``stopstream.sse.wrap_gemini`` / ``awrap_gemini`` take the raw ``alt=sse`` body instead.
+
+Rules:
+
+- One filter per candidate (``index``; ``candidateCount > 1``). Only the text parts of a
+  candidate's content are scanned: parts with ``thought: true`` (thought summaries), function
+  calls and responses, code, inline data and every other field pass through untouched.
+- A text part whose text is held back entirely stays in the chunk with ``text: ""`` (so a
+  ``thoughtSignature`` on it survives and ``chunk.text`` stays a ``str``). Held text is released
+  in the candidate's next text part, at the latest in the chunk carrying its ``finishReason``.
+- When a stop fires: the candidate's text is cut there, parts after the cut are dropped, and the
+  candidate gets ``finishReason: "STOP"`` and the stop's text as ``finishMessage`` (the SDK's
+  models forbid extra fields, so the stop is named in a field the API has). Later chunks of
+  that candidate are dropped; a chunk left with no candidates is dropped.
+- When every candidate has stopped or finished (and a stop fired): ``on_stop="close"`` (default)
+  closes the upstream at once; ``on_stop="drain"`` reads it to the end silently and then
+  delivers a last chunk holding only the upstream's final ``usageMetadata``.
+- **A dropped stream is not a finished one:** when the upstream ends before every candidate has
+  a ``finishReason`` (or a stop), nothing is invented, held text stays in ``pending`` and
+  ``complete`` is ``False``.
+- ``candidate_count``: how many candidates were requested. Without it, "every candidate" means
+  every candidate seen so far.
+
+The SDK is not imported: objects are read with ``model_dump`` and changed chunks rebuilt with
+the chunk's own class from JSON (``model_validate_json``: enums and ``bytes`` fields come out
+as the SDK's own parsing makes them).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from stopstream._adapter import (
+    JSON,
+    AsyncAdapterStream,
+    Emit,
+    ModelDriver,
+    OnStop,
+    SyncAdapterStream,
+    check_on_stop,
+)
+from stopstream._core import Regex, Stop, StopFilter
+from stopstream._wrap import stop_set
+
+if TYPE_CHECKING:
+    from stopstream._core import _Stops as Stops
+
+__all__ = ["AsyncGeminiStopStream", "GeminiMachine", "GeminiStopStream", "awrap", "wrap"]
+
+_T = TypeVar("_T")
+
+_OPEN, _STOPPED, _FINISHED = 0, 1, 2
+# Top-level fields copied from the latest upstream chunk into the drained usage chunk.
+_CHUNK_FIELDS = (
+    ("usageMetadata", "usage_metadata"),
+    ("modelVersion", "model_version"),
+    ("responseId", "response_id"),
+    ("createTime", "create_time"),
+)
+
+
+def _get(obj: JSON, camel: str, snake: str) -> Any:
+    value = obj.get(camel)
+    return obj.get(snake) if value is None else value
+
+
+def _is_snake(obj: JSON) -> bool:
+    return any("_" in key for key in obj)
+
+
+class GeminiMachine:
+    """The Gemini adapter over decoded ``GenerateContentResponse`` chunks (dicts)."""
+
+    def __init__(
+        self,
+        stops: Stops,
+        include_stop: bool | None = None,
+        on_stop: OnStop = "close",
+        candidate_count: int | None = None,
+    ) -> None:
+        self._set = stop_set(stops, include_stop)  # validates and compiles the stops once
+        self._stops = self._set.stops
+        self._on_stop = check_on_stop(on_stop)
+        if candidate_count is not None and (
+            isinstance(candidate_count, bool)
+            or not isinstance(candidate_count, int)
+            or candidate_count < 1
+        ):
+            raise ValueError(
+                f"candidate_count must be a positive int or None, not {candidate_count!r}"
+            )
+        self._count = candidate_count
+        self._filters: dict[int, StopFilter] = {}
+        self._status: dict[int, int] = {}
+        self.stop_sequences: dict[int, str | None] = {}
+        self.stop_indices: dict[int, int | None] = {}
+        self.finish_reasons: dict[int, str | None] = {}
+        self._drained: JSON | None = None  # the latest chunk read while draining
+        self._phase = "open"  # open | draining | closing | ended
+        self.stopped = False  # every candidate stopped or finished, and a stop fired
+
+    @property
+    def stops(self) -> tuple[str | Stop | Regex, ...]:
+        return self._stops
+
+    @property
+    def closing(self) -> bool:
+        return self._phase == "closing"
+
+    @property
+    def draining(self) -> bool:
+        return self._phase == "draining"
+
+    @property
+    def finished(self) -> bool:
+        """The last chunk owed to the client was emitted: anything later is dropped."""
+        return self._phase == "ended"
+
+    @property
+    def complete(self) -> bool:
+        """Every candidate has a ``finishReason`` (or stopped here): the response ended."""
+        return self._every_candidate_done()
+
+    @property
+    def pending(self) -> dict[int, str]:
+        """Per open candidate: the text held back right now."""
+        return {
+            index: self._filters[index].pending
+            for index, status in self._status.items()
+            if status == _OPEN
+        }
+
+    def feed(self, chunk: JSON) -> list[Emit]:
+        phase = self._phase
+        if phase == "ended" or phase == "closing":
+            return []
+        if phase == "draining":
+            self._drained = chunk
+            return []
+        candidates = chunk.get("candidates")
+        if not isinstance(candidates, list):
+            return [(chunk, chunk)]  # prompt feedback only, or an error object: pass it on
+        kept: list[Any] = []
+        changed = False
+        snake = _is_snake(chunk)  # the SDK's model_dump() without aliases
+        for position, candidate in enumerate(candidates):
+            out = (
+                self._candidate(candidate, position, snake or _is_snake(candidate))
+                if isinstance(candidate, dict)
+                else candidate
+            )
+            if out is not candidate:
+                changed = True
+            if out is not None:
+                kept.append(out)
+        emitted: JSON | None = chunk
+        if changed:
+            emitted = {**chunk, "candidates": kept} if kept or not candidates else None
+        if self._every_candidate_done() and _STOPPED in self._status.values():
+            self.stopped = True
+            self._phase = "closing" if self._on_stop == "close" else "draining"
+        return [] if emitted is None else [(emitted, chunk)]
+
+    def _candidate(self, candidate: JSON, position: int, snake: bool) -> JSON | None:
+        index = candidate.get("index")
+        if not isinstance(index, int):
+            index = position
+        status = self._status.get(index)
+        if status is None:
+            status = self._status[index] = _OPEN
+            self._filters[index] = StopFilter(self._set)
+            self.stop_sequences[index] = None
+            self.stop_indices[index] = None
+            self.finish_reasons[index] = None
+        if status == _STOPPED:
+            return None
+        if status == _FINISHED:
+            return candidate
+        f = self._filters[index]
+        content = candidate.get("content")
+        parts = content.get("parts") if isinstance(content, dict) else None
+        new_parts: list[Any] | None = None  # set once a part changed
+        last_text = -1  # position in new_parts of the last text part
+        if isinstance(parts, list):
+            for position_in, part in enumerate(parts):
+                text = part.get("text") if isinstance(part, dict) else None
+                if not isinstance(text, str) or part.get("thought") is True:
+                    if new_parts is not None:
+                        new_parts.append(part)
+                    continue
+                out = f.feed(text)
+                if out != text and new_parts is None:
+                    new_parts = list(parts[:position_in])
+                if new_parts is not None:
+                    last_text = len(new_parts)
+                    new_parts.append(part if out == text else {**part, "text": out})
+                else:
+                    last_text = position_in
+                if f.stopped:
+                    if new_parts is None:
+                        new_parts = list(parts[: position_in + 1])
+                    break
+        if f.stopped:
+            self._status[index] = _STOPPED
+            self.stop_sequences[index] = f.stop_sequence
+            self.stop_indices[index] = f.stop_index
+            self.finish_reasons[index] = "STOP"
+            out_candidate = {**candidate}
+            if new_parts is not None and isinstance(content, dict):
+                out_candidate["content"] = {**content, "parts": new_parts}
+            out_candidate["finish_reason" if snake else "finishReason"] = "STOP"
+            out_candidate["finish_message" if snake else "finishMessage"] = f.stop_sequence
+            return out_candidate
+        finish = _get(candidate, "finishReason", "finish_reason")
+        if finish is not None:
+            self._status[index] = _FINISHED
+            self.finish_reasons[index] = finish if isinstance(finish, str) else str(finish)
+            tail = f.finish()
+            if tail:
+                base = new_parts if new_parts is not None else list(parts or [])
+                if last_text >= 0:
+                    held = base[last_text]
+                    base[last_text] = {**held, "text": held["text"] + tail}
+                else:
+                    base.insert(0, {"text": tail})
+                new_parts = base
+        if new_parts is None:
+            return candidate
+        new_content = {**content} if isinstance(content, dict) else {"role": "model"}
+        new_content["parts"] = new_parts
+        return {**candidate, "content": new_content}
+
+    def _every_candidate_done(self) -> bool:
+        status = self._status.values()
+        if not self._status or _OPEN in status:
+            return False
+        return self._count is None or len(self._status) >= self._count
+
+    def end(self) -> list[Emit]:
+        phase = self._phase
+        self._phase = "ended"
+        if phase == "draining" and self._drained is not None:
+            drained = self._drained
+            usage: JSON = {}
+            for camel, snake in _CHUNK_FIELDS:
+                for key in (camel, snake):
+                    if key in drained:
+                        usage[key] = drained[key]
+            if _get(drained, "usageMetadata", "usage_metadata") is not None:
+                return [(usage, None)]
+        # The upstream ended (or was closed after a stop): nothing is owed; a candidate still
+        # open keeps its held text (no ending is invented).
+        return []
+
+
+def _rebuild(value: JSON, sample: object, view: JSON | None) -> object:
+    """A changed chunk: the sample's class, validated from JSON as the SDK reads a body.
+
+    Not ``model_copy``: that assigns values unvalidated, so ``finishReason: "STOP"`` would stay
+    a ``str`` where the SDK has a ``FinishReason`` enum, and every ``model_dump()`` of the chunk
+    would warn ("Expected `enum`"). Through JSON, base64 ``bytes`` fields (inline data, thought
+    signatures) decode as the SDK itself decodes them. The chunk has no private state to keep.
+    """
+    validate_json = getattr(type(sample), "model_validate_json", None)
+    if callable(validate_json):
+        return validate_json(json.dumps(value))
+    return value
+
+
+class GeminiResult:
+    """What the Gemini stream classes report, read from their machine."""
+
+    __slots__ = ()
+    _machine: GeminiMachine
+
+    @property
+    def stops(self) -> tuple[str | Stop | Regex, ...]:
+        return self._machine.stops
+
+    @property
+    def stop_sequences(self) -> dict[int, str | None]:
+        """Per candidate index seen: the stop that ended it, or ``None``."""
+        return dict(self._machine.stop_sequences)
+
+    @property
+    def stop_indices(self) -> dict[int, int | None]:
+        """Per candidate index seen: the position of its stop in ``stops``, or ``None``."""
+        return dict(self._machine.stop_indices)
+
+    @property
+    def finish_reasons(self) -> dict[int, str | None]:
+        """Per candidate index seen: the ``finishReason`` sent to the client so far."""
+        return dict(self._machine.finish_reasons)
+
+    @property
+    def stop_sequence(self) -> str | None:
+        """``stop_sequences`` of candidate 0 (the only one unless ``candidateCount > 1``)."""
+        return self._machine.stop_sequences.get(0)
+
+    @property
+    def stopped(self) -> bool:
+        """Every candidate has stopped or finished, and at least one stop fired here."""
+        return self._machine.stopped
+
+    @property
+    def complete(self) -> bool:
+        """Every candidate has a ``finishReason`` or stopped here.
+
+        ``False`` while the stream runs and when the upstream ended or failed before that.
+        """
+        return self._machine.complete
+
+    @property
+    def pending(self) -> dict[int, str]:
+        """Per open candidate: the text held back right now (kept if the upstream drops)."""
+        return self._machine.pending
+
+
+class GeminiStopStream(SyncAdapterStream[_T], GeminiResult):
+    """Iterator over ``GenerateContentResponse`` chunks with stop sequences applied."""
+
+    __slots__ = ("_machine",)
+
+    def __init__(self, stream: Iterable[_T], machine: GeminiMachine) -> None:
+        self._machine = machine
+        super().__init__(stream, ModelDriver(machine, _rebuild))
+
+
+class AsyncGeminiStopStream(AsyncAdapterStream[_T], GeminiResult):
+    """Async iterator over ``GenerateContentResponse`` chunks with stop sequences applied."""
+
+    __slots__ = ("_machine",)
+
+    def __init__(self, stream: AsyncIterable[_T], machine: GeminiMachine) -> None:
+        self._machine = machine
+        super().__init__(stream, ModelDriver(machine, _rebuild))
+
+
+def wrap(
+    stream: Iterable[_T],
+    stops: Stops,
+    *,
+    include_stop: bool | None = None,
+    on_stop: OnStop = "close",
+    candidate_count: int | None = None,
+) -> GeminiStopStream[_T]:
+    """Apply ``stops`` to a stream of ``GenerateContentResponse`` objects or dicts.
+
+    Yields the same kind; see the module docstring for the rules. ``stop_sequences`` on the
+    result tells which stop ended each candidate, ``complete`` whether the response ended.
+    """
+    return GeminiStopStream(stream, GeminiMachine(stops, include_stop, on_stop, candidate_count))
+
+
+def awrap(
+    stream: AsyncIterable[_T],
+    stops: Stops,
+    *,
+    include_stop: bool | None = None,
+    on_stop: OnStop = "close",
+    candidate_count: int | None = None,
+) -> AsyncGeminiStopStream[_T]:
+    """Async twin of ``wrap`` (``client.aio.models.generate_content_stream``, say)."""
+    return AsyncGeminiStopStream(
+        stream, GeminiMachine(stops, include_stop, on_stop, candidate_count)
+    )

@@ -1,0 +1,194 @@
+"""Stop sequences for the LiteLLM proxy: any number, on every model, enforced exactly.
+
+Register the callback in the proxy's ``config.yaml``::
+
+    litellm_settings:
+      callbacks: stopstream.litellm.callback
+
+For each chat completion request with ``stop`` (``/v1/chat/completions``):
+
+- before the call, ``split_stops`` decides, from the deployment's provider and model (see
+  ``stopstream.providers``), which stops go upstream: at most 4 to OpenAI, none to a model that
+  rejects ``stop`` (o1, o3, o4-mini, the gpt-5 family, xAI's reasoning models), no
+  whitespace-only ones to Anthropic. The request carries only those;
+- streamed responses are filtered with ``stopstream.openai.awrap_chat`` on LiteLLM's
+  ``ModelResponseStream`` chunks (a changed chunk keeps its class and ``_hidden_params``):
+  every stop of the original list cuts the text, the choice ends with ``finish_reason:
+  "stop"``, and the upstream stream is closed at once (which drops the provider connection and
+  ends generation there);
+- non-streamed responses are cut with ``stopstream.truncate``.
+
+The provider and model are those of the model group's first deployment in the proxy's
+``model_list`` (or of the model name itself outside the proxy); for a group whose deployments
+differ, give the group a count of its own (``StopstreamCallback(limits={"group": 0})``).
+
+Requests in other shapes (``/v1/messages``, ``/v1/responses``, embeddings, ...) pass
+untouched. A provider the table does not know gets no stops upstream (``default_provider``:
+``"none"``), so its requests cannot fail on them; every stop is still enforced here.
+
+This module imports ``litellm`` (``pip install 'stopstream[litellm]'``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any
+
+from litellm.integrations.custom_logger import CustomLogger
+
+import stopstream
+from stopstream.openai import awrap_chat
+from stopstream.providers import PROVIDERS, split_stops
+
+__all__ = ["PROVIDER_NAMES", "StopstreamCallback", "callback"]
+
+#: LiteLLM's provider names -> ``stopstream.providers`` names.
+PROVIDER_NAMES: dict[str, str] = {
+    "openai": "openai",
+    "text-completion-openai": "openai",
+    "azure": "openai",
+    "anthropic": "anthropic",
+    "gemini": "gemini",
+    "vertex_ai": "vertex",
+    "vertex_ai_beta": "vertex",
+    "bedrock": "bedrock",
+    "bedrock_converse": "bedrock",
+    "mistral": "mistral",
+    "cohere": "cohere",
+    "cohere_chat": "cohere",
+    "groq": "groq",
+    "deepseek": "deepseek",
+    "xai": "xai",
+}
+
+# Where the full stop list of a request is kept between the hooks (LiteLLM never sends its
+# ``metadata`` upstream).
+_KEY = "stopstream_stops"
+_CHAT_CALLS = frozenset({"completion", "acompletion"})
+
+
+class StopstreamCallback(CustomLogger):
+    """The LiteLLM ``CustomLogger`` that splits and enforces stop sequences.
+
+    ``provider_names``: extra LiteLLM provider name -> ``stopstream.providers`` name entries
+    (an OpenAI-compatible deployment served by vLLM, say: ``{"hosted_vllm": "none"}``).
+    ``default_provider``: the table entry for providers not named. ``limits``: per model group
+    (the model name clients send), a count that overrides the table.
+    """
+
+    def __init__(
+        self,
+        provider_names: Mapping[str, str] | None = None,
+        default_provider: str = "none",
+        limits: Mapping[str, int] | None = None,
+    ) -> None:
+        super().__init__()
+        names = dict(PROVIDER_NAMES)
+        names.update(provider_names or {})
+        for name in (*names.values(), default_provider):
+            if name not in PROVIDERS:
+                known = ", ".join(repr(p) for p in PROVIDERS)
+                raise ValueError(f"unknown provider {name!r} (known: {known})")
+        self.provider_names = names
+        self.default_provider = default_provider
+        self.limits = dict(limits or {})
+
+    # --- which upstream ---------------------------------------------------------------------
+
+    def target(self, data: Mapping[str, Any]) -> tuple[str, str | None]:
+        """The ``stopstream.providers`` name and the model name a request goes to."""
+        group = data.get("model")
+        model = group if isinstance(group, str) else None
+        custom: str | None = None
+        deployment = _deployment(model)
+        if deployment is not None:
+            params = deployment.get("litellm_params") or {}
+            model = params.get("model", model)
+            custom = params.get("custom_llm_provider")
+        if not model:
+            return self.default_provider, None
+        try:
+            import litellm
+
+            name, provider, _, _ = litellm.get_llm_provider(model=model, custom_llm_provider=custom)
+        except Exception:  # no provider LiteLLM knows: the default
+            return self.default_provider, model
+        return self.provider_names.get(provider, self.default_provider), name
+
+    # --- the hooks --------------------------------------------------------------------------
+
+    async def async_pre_call_hook(
+        self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: Any
+    ) -> dict[str, Any]:
+        if call_type not in _CHAT_CALLS or data.get("stop") is None:
+            return data
+        stops = list(stopstream.StopFilter(data["stop"]).stops)  # a bad list fails here
+        provider, model = self.target(data)
+        group = data.get("model")
+        limit = self.limits.get(group) if isinstance(group, str) else None
+        upstream, _rest = split_stops(stops, provider, model, limit=limit)
+        if upstream:
+            data["stop"] = upstream
+        else:
+            del data["stop"]
+        metadata = data.get("metadata")
+        if not isinstance(metadata, dict):
+            metadata = data["metadata"] = {}
+        metadata[_KEY] = stops
+        return data
+
+    async def async_post_call_streaming_iterator_hook(
+        self, user_api_key_dict: Any, response: Any, request_data: dict[str, Any]
+    ) -> AsyncGenerator[Any, None]:
+        stops = _stops_of(request_data)
+        if not stops:
+            async for chunk in response:
+                yield chunk
+            return
+        n = request_data.get("n")
+        async with awrap_chat(
+            response, stops, n=n if isinstance(n, int) and n > 1 else None
+        ) as stream:
+            async for chunk in stream:
+                yield chunk
+
+    async def async_post_call_success_hook(
+        self, data: dict[str, Any], user_api_key_dict: Any, response: Any
+    ) -> Any:
+        stops = _stops_of(data)
+        if not stops:
+            return response
+        for choice in getattr(response, "choices", None) or []:
+            message = getattr(choice, "message", None)
+            content = getattr(message, "content", None)
+            if message is None or not isinstance(content, str):
+                continue
+            text, stop = stopstream.truncate(content, stops)
+            if stop is not None:
+                message.content = text
+                choice.finish_reason = "stop"
+        return response
+
+
+def _stops_of(data: Mapping[str, Any]) -> list[Any] | None:
+    metadata = data.get("metadata")
+    stops = metadata.get(_KEY) if isinstance(metadata, dict) else None
+    return stops if isinstance(stops, list) else None
+
+
+def _deployment(group: str | None) -> Mapping[str, Any] | None:
+    """The proxy's first deployment for a model group, if the proxy has a router."""
+    if group is None:
+        return None
+    try:
+        from litellm.proxy.proxy_server import llm_router
+    except Exception:  # not running inside the proxy
+        return None
+    if llm_router is None:
+        return None
+    deployments = llm_router.get_model_list(model_name=group) or []
+    return deployments[0] if deployments else None
+
+
+#: The instance the proxy config names: ``callbacks: stopstream.litellm.callback``.
+callback = StopstreamCallback()

@@ -1,0 +1,339 @@
+"""``stopstream.litellm``: the LiteLLM proxy callback.
+
+The hooks are run on LiteLLM's own chunk and response objects, then the real proxy is started
+on loopback with a config registering ``stopstream.litellm.callback``, in front of the fake
+OpenAI-compatible upstream (``fake_upstream``), and the real ``openai`` client talks to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+# LiteLLM fetches a model price map over the network at import time unless told not to.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+litellm = pytest.importorskip("litellm")
+
+from litellm.types.utils import ModelResponse, ModelResponseStream  # noqa: E402
+
+from fake_upstream import (  # noqa: E402
+    TIMEOUT,
+    ChatScript,
+    FakeUpstream,
+    Record,
+    Served,
+    tail,
+    text_deltas,
+)
+from stopstream.litellm import StopstreamCallback, callback  # noqa: E402
+
+# LiteLLM's own models warn while pydantic builds their schemas.
+pytestmark = pytest.mark.filterwarnings("ignore:Item .*ReadOnly:UserWarning")
+
+STOPS = ["###", "END", "<|im_end|>", "Observation:", "</answer>", "\n\nUser:"]
+MESSAGES: Any = [{"role": "user", "content": "Hi"}]
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+# --- the pre-call hook ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "upstream"),
+    [
+        ("openai/gpt-4o", STOPS[:4]),
+        ("openai/o3", None),
+        ("openai/gpt-5-mini", None),
+        ("gemini/gemini-2.5-flash", STOPS[:5]),
+        ("xai/grok-4", None),
+        ("deepseek/deepseek-chat", STOPS),
+        ("hosted_vllm/my-model", None),  # a provider the table does not know: nothing sent
+    ],
+)
+def test_pre_call_sends_what_the_upstream_accepts(model: str, upstream: list[str] | None) -> None:
+    data: dict[str, Any] = {"model": model, "messages": MESSAGES, "stop": list(STOPS)}
+    out = run(callback.async_pre_call_hook(None, None, data, "acompletion"))
+    assert out.get("stop") == upstream
+    assert out["metadata"]["stopstream_stops"] == STOPS
+
+
+def test_pre_call_keeps_whitespace_only_stops_from_anthropic() -> None:
+    data: dict[str, Any] = {"model": "anthropic/claude-sonnet-4-5", "stop": ["\n", "</a>", " "]}
+    out = run(callback.async_pre_call_hook(None, None, data, "acompletion"))
+    assert out["stop"] == ["</a>"]
+    assert out["metadata"]["stopstream_stops"] == ["\n", "</a>", " "]
+
+
+def test_pre_call_leaves_other_requests_alone() -> None:
+    data: dict[str, Any] = {"model": "openai/o3", "input": "x", "stop": ["a"]}
+    assert run(callback.async_pre_call_hook(None, None, dict(data), "aembedding")) == data
+    plain: dict[str, Any] = {"model": "openai/o3", "messages": MESSAGES}
+    assert run(callback.async_pre_call_hook(None, None, dict(plain), "acompletion")) == plain
+
+
+def test_options() -> None:
+    custom = StopstreamCallback(provider_names={"hosted_vllm": "openai"}, limits={"big": 1})
+    data: dict[str, Any] = {"model": "hosted_vllm/m", "stop": list(STOPS)}
+    assert run(custom.async_pre_call_hook(None, None, data, "acompletion"))["stop"] == STOPS[:4]
+    data = {"model": "big", "stop": list(STOPS)}
+    assert run(custom.async_pre_call_hook(None, None, data, "acompletion"))["stop"] == STOPS[:1]
+    with pytest.raises(ValueError, match="unknown provider"):
+        StopstreamCallback(default_provider="nope")
+
+
+# --- the streaming hook, on LiteLLM's chunk objects -----------------------------------------
+
+
+def chunk(content: str | None, finish: str | None = None) -> ModelResponseStream:
+    delta = {} if content is None else {"content": content}
+    choice: Any = {"index": 0, "delta": delta, "finish_reason": finish}
+    made = ModelResponseStream(id="chatcmpl-1", created=1, model="gpt-test", choices=[choice])
+    made._hidden_params = {"model_id": "deployment-1", "additional_headers": {"x-test": "1"}}
+    return made
+
+
+class Upstream:
+    """An async iterator of chunks with ``aclose``, like LiteLLM's ``CustomStreamWrapper``."""
+
+    def __init__(self, chunks: list[Any]) -> None:
+        self.chunks = chunks
+        self.pulled = 0
+        self.closed = 0
+
+    def __aiter__(self) -> Upstream:
+        return self
+
+    async def __anext__(self) -> Any:
+        if self.pulled >= len(self.chunks):
+            raise StopAsyncIteration
+        self.pulled += 1
+        return self.chunks[self.pulled - 1]
+
+    async def aclose(self) -> None:
+        self.closed += 1
+
+
+def test_streaming_hook_cuts_and_keeps_litellm_chunks_working() -> None:
+    chunks = [chunk("The answer"), chunk(" is 4.</ans"), chunk("wer> tail"), chunk(" more")]
+    upstream = Upstream(chunks)
+    request: dict[str, Any] = {"metadata": {"stopstream_stops": STOPS}}
+
+    async def main() -> list[Any]:
+        hook = callback.async_post_call_streaming_iterator_hook(None, upstream, request)
+        return [c async for c in hook]
+
+    out = run(main())
+    assert out[0] is chunks[0]
+    assert all(type(c) is ModelResponseStream for c in out)
+    assert "".join(c.choices[0].delta.content or "" for c in out) == "The answer is 4."
+    last = out[-1]
+    assert last.choices[0].finish_reason == "stop"
+    assert last._hidden_params == chunks[1]._hidden_params  # private state kept
+    assert upstream.closed == 1 and upstream.pulled == 3
+    built = litellm.stream_chunk_builder(out)
+    assert built.choices[0].message.content == "The answer is 4."
+    assert built.choices[0].finish_reason == "stop"
+
+
+def test_streaming_hook_without_stops_passes_everything() -> None:
+    chunks = [chunk("a </answer>"), chunk(None, "stop")]
+
+    async def main() -> list[Any]:
+        hook = callback.async_post_call_streaming_iterator_hook(None, Upstream(chunks), {})
+        return [c async for c in hook]
+
+    assert run(main()) == chunks
+
+
+def test_success_hook_truncates() -> None:
+    response = ModelResponse(
+        choices=[
+            {"index": 0, "message": {"role": "assistant", "content": "a </answer> b"}},
+            {"index": 1, "message": {"role": "assistant", "content": "plain"}},
+        ]
+    )
+    data: dict[str, Any] = {"metadata": {"stopstream_stops": STOPS}}
+    out = run(callback.async_post_call_success_hook(data, None, response))
+    assert out.choices[0].message.content == "a "
+    assert out.choices[0].finish_reason == "stop"
+    assert out.choices[1].message.content == "plain"
+
+
+# --- the real proxy --------------------------------------------------------------------------
+
+MASTER_KEY = "sk-" + secrets.token_hex(32)
+PROXY_START_TIMEOUT = 120.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="module")
+def upstream_server() -> Iterator[tuple[FakeUpstream, Served]]:
+    fake = FakeUpstream()
+    with Served(fake) as served:
+        yield fake, served
+
+
+@pytest.fixture
+def fake(upstream_server: tuple[FakeUpstream, Served]) -> FakeUpstream:
+    fake, _ = upstream_server
+    fake.reset()
+    return fake
+
+
+@pytest.fixture(scope="module")
+def proxy(upstream_server: tuple[FakeUpstream, Served], tmp_path_factory: Any) -> Iterator[str]:
+    """The LiteLLM proxy, started on loopback with the stopstream callback registered."""
+    pytest.importorskip("litellm.proxy.proxy_server", reason="litellm[proxy] is not installed")
+    base = upstream_server[1].url + "/v1"
+    directory: Path = tmp_path_factory.mktemp("litellm")
+    config = directory / "config.yaml"
+    models = "".join(
+        f"  - model_name: {alias}\n"
+        f"    litellm_params:\n"
+        f"      model: openai/{model}\n"
+        f"      api_base: {base}\n"
+        f"      api_key: sk-upstream\n"
+        for alias, model in [("o3", "o3"), ("gpt-4o", "gpt-4o")]
+    )
+    config.write_text(
+        "model_list:\n"
+        + models
+        + "litellm_settings:\n"
+        + "  callbacks: stopstream.litellm.callback\n"
+        + "general_settings:\n"
+        + f"  master_key: {MASTER_KEY}\n"
+    )
+    port = _free_port()
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "NO_DOCS": "True"}
+    log = (directory / "proxy.log").open("wb")
+    command = [
+        sys.executable,
+        "-c",
+        "import litellm; litellm.run_server()",
+        "--config",
+        str(config),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--num_workers",
+        "1",
+    ]
+    process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + PROXY_START_TIMEOUT
+        while True:
+            if process.poll() is not None:
+                log.flush()
+                output = (directory / "proxy.log").read_text(errors="replace")[-3000:]
+                pytest.fail(f"the LiteLLM proxy exited with {process.returncode}:\n{output}")
+            try:
+                if httpx.get(url + "/health/liveliness", timeout=1.0).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("the LiteLLM proxy did not start in time")
+            time.sleep(0.5)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(TIMEOUT)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(TIMEOUT)
+        log.close()
+
+
+def client(url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=url + "/v1", api_key=MASTER_KEY, max_retries=0, timeout=TIMEOUT)
+
+
+def assert_closed_early(record: Record) -> None:
+    assert record.disconnected.wait(TIMEOUT), "the upstream connection was not closed"
+    assert record.finished.wait(TIMEOUT)
+    assert not record.completed.is_set()
+    assert record.events_sent < record.events_total
+
+
+def text_of(chunks: list[Any]) -> str:
+    return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+
+
+def test_proxy_model_that_rejects_stop(fake: FakeUpstream, proxy: str) -> None:
+    fake.reject_stop = True  # like o3: any `stop` is a 400
+    fake.chat = ChatScript([text_deltas("The answer", " is 4.", "</ans", "wer>", *tail())])
+    with client(proxy) as c:
+        chunks = list(
+            c.chat.completions.create(model="o3", messages=MESSAGES, stream=True, stop=STOPS)
+        )
+    assert text_of(chunks) == "The answer is 4."
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    assert "stop" not in fake.last.body
+    assert not any("stopstream" in key for key in fake.last.body)
+    assert_closed_early(fake.last)
+
+
+def test_proxy_model_that_takes_four(fake: FakeUpstream, proxy: str) -> None:
+    # "</answer>" is the fifth stop: only the proxy's callback knows it.
+    fake.chat = ChatScript([text_deltas("The answer", " is 4.", "</ans", "wer>", *tail())])
+    with client(proxy) as c:
+        chunks = list(
+            c.chat.completions.create(model="gpt-4o", messages=MESSAGES, stream=True, stop=STOPS)
+        )
+    assert fake.last.body["stop"] == STOPS[:4]
+    assert text_of(chunks) == "The answer is 4."
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    assert_closed_early(fake.last)
+
+
+def test_proxy_upstream_stop_and_local_stop_together(fake: FakeUpstream, proxy: str) -> None:
+    # "###" goes upstream and the fake applies it; "\n\nUser:" (local only) comes first.
+    fake.chat = ChatScript([text_deltas("Hi", "\n", "\nUser: x ###", " after")])
+    with client(proxy) as c:
+        chunks = list(
+            c.chat.completions.create(model="gpt-4o", messages=MESSAGES, stream=True, stop=STOPS)
+        )
+    assert text_of(chunks) == "Hi"
+    assert chunks[-1].choices[0].finish_reason == "stop"
+
+
+def test_proxy_non_streaming(fake: FakeUpstream, proxy: str) -> None:
+    fake.reject_stop = True
+    fake.chat = ChatScript([text_deltas("The answer is 4.</answer> more")])
+    with client(proxy) as c:
+        response = c.chat.completions.create(model="o3", messages=MESSAGES, stop=STOPS)
+    assert response.choices[0].message.content == "The answer is 4."
+    assert response.choices[0].finish_reason == "stop"
+    assert "stop" not in fake.last.body
+
+
+def test_proxy_without_stops_passes_through(fake: FakeUpstream, proxy: str) -> None:
+    fake.chat = ChatScript([text_deltas("Plain", " </answer> text")])
+    with client(proxy) as c:
+        chunks = list(c.chat.completions.create(model="gpt-4o", messages=MESSAGES, stream=True))
+    assert text_of(chunks) == "Plain </answer> text"
