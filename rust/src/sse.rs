@@ -274,6 +274,18 @@ pub const MESSAGES: Shape = Shape {
     stream: true,
 };
 
+/// OpenAI Responses `response.output_text.delta` event: `delta` of the content part named by
+/// (`output_index`, `content_index`). A table only so far: the SSE stage does not run it yet.
+pub const RESPONSES: Shape = Shape {
+    fields: &[
+        Field { key: "type", rule: Rule::Is("response.output_text.delta") },
+        Field { key: "output_index", rule: Rule::Id },
+        Field { key: "content_index", rule: Rule::Id },
+        Field { key: "delta", rule: Rule::Text },
+    ],
+    stream: true,
+};
+
 /// One text found by a scan.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Found {
@@ -702,6 +714,20 @@ mod tests {
         for (data, want) in cases {
             assert_eq!(&texts(&MESSAGES, data), want, "{data}");
         }
+    }
+
+    #[test]
+    fn responses_scan_table() {
+        let data = r#"{"type":"response.output_text.delta","item_id":"msg_1","output_index":2,"content_index":1,"delta":"Hi \"x\"","sequence_number":7,"logprobs":[]}"#;
+        let mut s = Scanner::new();
+        assert_eq!(s.scan(&RESPONSES, data.as_bytes()), Scan::Texts);
+        let f = &s.found[0];
+        assert_eq!((f.ids, f.id_count), ([2, 1], 2));
+        assert_eq!(&s.scratch[f.text.clone()], b"Hi \"x\"");
+        assert_eq!(&data[f.span.clone()], r#""Hi \"x\"""#);
+        let done = r#"{"type":"response.output_text.done","output_index":0}"#;
+        assert_eq!(s.scan(&RESPONSES, done.as_bytes()), Scan::Other);
+        assert_eq!(s.other, "response.output_text.done");
     }
 
     #[test]
