@@ -26,6 +26,8 @@ from stopstream._wrap import pull
 if TYPE_CHECKING:
     from typing_extensions import Self
 
+    from stopstream._core import Regex, Stop
+
 JSON = dict[str, Any]
 Emit = tuple[JSON, JSON | None]
 OnStop = Literal["close", "drain"]
@@ -245,6 +247,63 @@ class ModelDriver:
         if item is None or isinstance(item, Mapping):
             return value
         return self._rebuild(value, item, view)
+
+
+# --- what the streams report -------------------------------------------------------------------
+
+
+class IndexedResult:
+    """What a stream of indexed text streams reports (OpenAI choices, Gemini candidates), read
+    from its machine, which keeps per index ``stop_sequences``, ``stop_indices``,
+    ``finish_reasons`` and ``pending``."""
+
+    __slots__ = ()
+    _machine: Any
+
+    @property
+    def stops(self) -> tuple[str | Stop | Regex, ...]:
+        return self._machine.stops  # type: ignore[no-any-return]
+
+    @property
+    def stop_sequences(self) -> dict[int, str | None]:
+        """Per index seen: the stop that ended it, or ``None``.
+
+        A stop fired here, or one the upstream applied and named (an OpenAI choice's
+        ``stop_reason``, as vLLM sends it). ``None`` for a stream still open or finished
+        otherwise.
+        """
+        return dict(self._machine.stop_sequences)
+
+    @property
+    def stop_indices(self) -> dict[int, int | None]:
+        """Per index seen: the position of its stop in ``stops``, or ``None``."""
+        return dict(self._machine.stop_indices)
+
+    @property
+    def finish_reasons(self) -> dict[int, str | None]:
+        """Per index seen: the finish reason sent to the client so far."""
+        return dict(self._machine.finish_reasons)
+
+    @property
+    def stop_sequence(self) -> str | None:
+        """``stop_sequences`` of index 0 (the only one unless several were requested)."""
+        return self._machine.stop_sequences.get(0)  # type: ignore[no-any-return]
+
+    @property
+    def stopped(self) -> bool:
+        """Every index has stopped or finished, and at least one stop fired here."""
+        return bool(self._machine.stopped)
+
+    @property
+    def complete(self) -> bool:
+        """Every index has its finish reason or stopped here: ``False`` while the stream runs
+        and when the upstream ended or failed before that (a dropped stream)."""
+        return bool(self._machine.complete)
+
+    @property
+    def pending(self) -> dict[int, str]:
+        """Per open index: the text held back, kept (not released) by a dropped stream."""
+        return dict(self._machine.pending)
 
 
 # --- the streams ------------------------------------------------------------------------------

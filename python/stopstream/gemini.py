@@ -48,6 +48,7 @@ from stopstream._adapter import (
     JSON,
     AsyncAdapterStream,
     Emit,
+    IndexedResult,
     ModelDriver,
     OnStop,
     SyncAdapterStream,
@@ -281,53 +282,11 @@ def _rebuild(value: JSON, sample: object, view: JSON | None) -> object:
     return value
 
 
-class GeminiResult:
-    """What the Gemini stream classes report, read from their machine."""
+class GeminiResult(IndexedResult):
+    """What the Gemini stream classes report, per candidate ``index``, read from their
+    machine (finish reasons are Gemini's ``finishReason`` values)."""
 
     __slots__ = ()
-    _machine: GeminiMachine
-
-    @property
-    def stops(self) -> tuple[str | Stop | Regex, ...]:
-        return self._machine.stops
-
-    @property
-    def stop_sequences(self) -> dict[int, str | None]:
-        """Per candidate index seen: the stop that ended it, or ``None``."""
-        return dict(self._machine.stop_sequences)
-
-    @property
-    def stop_indices(self) -> dict[int, int | None]:
-        """Per candidate index seen: the position of its stop in ``stops``, or ``None``."""
-        return dict(self._machine.stop_indices)
-
-    @property
-    def finish_reasons(self) -> dict[int, str | None]:
-        """Per candidate index seen: the ``finishReason`` sent to the client so far."""
-        return dict(self._machine.finish_reasons)
-
-    @property
-    def stop_sequence(self) -> str | None:
-        """``stop_sequences`` of candidate 0 (the only one unless ``candidateCount > 1``)."""
-        return self._machine.stop_sequences.get(0)
-
-    @property
-    def stopped(self) -> bool:
-        """Every candidate has stopped or finished, and at least one stop fired here."""
-        return self._machine.stopped
-
-    @property
-    def complete(self) -> bool:
-        """Every candidate has a ``finishReason`` or stopped here.
-
-        ``False`` while the stream runs and when the upstream ended or failed before that.
-        """
-        return self._machine.complete
-
-    @property
-    def pending(self) -> dict[int, str]:
-        """Per open candidate: the text held back right now (kept if the upstream drops)."""
-        return self._machine.pending
 
 
 class GeminiStopStream(SyncAdapterStream[_T], GeminiResult):

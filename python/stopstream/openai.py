@@ -53,6 +53,7 @@ from stopstream._adapter import (
     JSON,
     AsyncAdapterStream,
     Emit,
+    IndexedResult,
     ModelDriver,
     OnStop,
     SyncAdapterStream,
@@ -329,54 +330,10 @@ class _ChatDriver(ModelDriver):
         return super().push(item)
 
 
-class _ChatResult:
-    """What the chat stream classes report, read from their machine."""
+class _ChatResult(IndexedResult):
+    """What the chat stream classes report, per choice ``index``, read from their machine."""
 
     __slots__ = ()
-    _machine: ChatMachine
-
-    @property
-    def stops(self) -> tuple[str | Stop | Regex, ...]:
-        return self._machine.stops
-
-    @property
-    def stop_sequences(self) -> dict[int, str | None]:
-        """Per choice index seen: the stop sequence that ended it, or ``None``.
-
-        A stop fired here, or one the upstream applied and named in the choice's
-        ``stop_reason`` (as vLLM does). ``None`` for a choice still open or finished otherwise.
-        """
-        return dict(self._machine.stop_sequences)
-
-    @property
-    def stop_indices(self) -> dict[int, int | None]:
-        """Per choice index seen: the position of its stop sequence in ``stops``, or ``None``."""
-        return dict(self._machine.stop_indices)
-
-    @property
-    def finish_reasons(self) -> dict[int, str | None]:
-        """Per choice index seen: the ``finish_reason`` sent to the client so far."""
-        return dict(self._machine.finish_reasons)
-
-    @property
-    def stop_sequence(self) -> str | None:
-        """``stop_sequences`` of choice 0 (the only choice unless ``n > 1``)."""
-        return self._machine.stop_sequences.get(0)
-
-    @property
-    def stopped(self) -> bool:
-        """Every choice has stopped or finished, and at least one stop fired here."""
-        return self._machine.stopped
-
-    @property
-    def complete(self) -> bool:
-        """Every choice finished or stopped: ``False`` for a dropped stream."""
-        return self._machine.complete
-
-    @property
-    def pending(self) -> dict[int, str]:
-        """Per open choice: the text held back, kept (not released) by a dropped stream."""
-        return self._machine.pending
 
 
 class ChatStopStream(SyncAdapterStream[_T], _ChatResult):
