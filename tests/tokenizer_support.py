@@ -9,7 +9,7 @@
   ``Strip(" ", 1, 0)``), trained on the same text with a small alphabet so that rarer
   characters come out as byte tokens.
 
-Training takes a few seconds and happens once per session.
+Training takes a few seconds and happens once per test run.
 """
 
 from __future__ import annotations
