@@ -20,7 +20,7 @@ pub(super) fn str_bytes<'a>(s: &'a Bound<'_, PyString>) -> PyResult<Cow<'a, [u8]
 }
 
 /// Stack room for the UTF-8 of a token-sized chunk.
-const CHUNK_STACK: usize = 256;
+pub(super) const CHUNK_STACK: usize = 256;
 
 /// UTF-8 bytes of a `str` chunk, without making CPython build (and keep) a UTF-8 copy of a
 /// non-ASCII string, which is a heap allocation per chunk: the code points are encoded into
