@@ -512,7 +512,11 @@ impl Automaton {
     }
 
     /// `scan` byte by byte, skipping at the root over bytes that cannot start a stop.
-    #[inline]
+    #[allow(
+        clippy::inline_always,
+        reason = "left to itself the compiler calls it; inlined, a token-sized chunk's scan runs a third fewer instructions"
+    )]
+    #[inline(always)]
     fn scan_short(&self, sid: u32, bytes: &[u8]) -> Step {
         let mut s = sid;
         let mut i = 0;
