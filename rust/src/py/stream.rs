@@ -395,23 +395,24 @@ impl StopStream {
         let set = &*self.stops.set;
         let pulled = match (&mut st.mode, &st.upstream) {
             (Mode::Text(t), Some(upstream)) if st.queue.is_empty() && !st.done => loop {
-                let item = pull(py, upstream);
-                let Some(Ok(item)) = item else { break item };
-                if self.close_requested.load(Ordering::Acquire) {
-                    break Some(Ok(item));
-                }
-                let Ok(text) = item.cast_exact::<PyString>() else { break Some(Ok(item)) };
+                let item = match self.fast_pull(py, upstream) {
+                    Ok(item) => item,
+                    Err(pulled) => break pulled,
+                };
+                let Ok(text) = item.cast_exact::<PyString>() else { break Pulled(Some(Ok(item))) };
                 // Zeroed only when used: clearing it costs a sixth of an ASCII chunk's path.
                 let mut stack: [u8; CHUNK_STACK];
                 let bytes = if let Some(bytes) = exact_ascii(text) {
                     Cow::Borrowed(bytes)
                 } else {
                     stack = [0; CHUNK_STACK];
-                    let Ok(bytes) = chunk_utf8(text, &mut stack) else { break Some(Ok(item)) };
+                    let Ok(bytes) = chunk_utf8(text, &mut stack) else {
+                        break Pulled(Some(Ok(item)));
+                    };
                     bytes
                 };
                 let before = t.state_id();
-                let Ok(e) = t.feed(set, &bytes) else { break Some(Ok(item)) };
+                let Ok(e) = t.feed(set, &bytes) else { break Pulled(Some(Ok(item))) };
                 st.position += 1;
                 let out = if e.from_held != 0 {
                     // Held text is released only from an open stream that holds it (never with
@@ -435,17 +436,16 @@ impl StopStream {
                 }
             },
             (Mode::Bytes(b), Some(upstream)) if st.queue.is_empty() && !st.done => loop {
-                let item = pull(py, upstream);
-                let Some(Ok(item)) = item else { break item };
-                if self.close_requested.load(Ordering::Acquire) {
-                    break Some(Ok(item));
-                }
-                let Ok(chunk) = item.cast_exact::<PyBytes>() else { break Some(Ok(item)) };
+                let item = match self.fast_pull(py, upstream) {
+                    Ok(item) => item,
+                    Err(pulled) => break pulled,
+                };
+                let Ok(chunk) = item.cast_exact::<PyBytes>() else { break Pulled(Some(Ok(item))) };
                 let bytes = chunk.as_bytes();
                 let mut buf = Vec::new();
                 // An error leaves the stream as it was: the general path feeds it again and
                 // raises.
-                let Ok(fed) = b.feed(set, bytes, &mut buf) else { break Some(Ok(item)) };
+                let Ok(fed) = b.feed(set, bytes, &mut buf) else { break Pulled(Some(Ok(item))) };
                 st.position += 1;
                 let out = match fed {
                     ByteOut::Input if !bytes.is_empty() => Some(item),
@@ -461,7 +461,21 @@ impl StopStream {
             },
             _ => return self.next_piece(py, st, None),
         };
-        self.next_piece(py, st, Some(Pulled(pulled)))
+        self.next_piece(py, st, Some(pulled))
+    }
+
+    /// The next item for a fast path; `Err` carries what goes to `next_piece` instead: the
+    /// upstream's end or error, or an item that arrived with a close request.
+    #[inline]
+    fn fast_pull<'py>(
+        &self,
+        py: Python<'py>,
+        upstream: &Py<PyIterator>,
+    ) -> Result<Bound<'py, PyAny>, Pulled<'py>> {
+        match pull(py, upstream) {
+            Some(Ok(item)) if !self.close_requested.load(Ordering::Acquire) => Ok(item),
+            other => Err(Pulled(other)),
+        }
     }
 
     fn next_piece<'py>(
