@@ -14,8 +14,12 @@ A serving engine's step produces one new token per running stream. Per step and 
   stream's output, each stop is sought with ``str.find`` from ``1 - new_chars - len(stop)``
   characters before the end, and ``get_next_output_text`` returns the new text minus a
   ``max(len(stop)) - 1`` holdback;
-* a Python loop calling ``TokenStopFilter.feed([id])`` per stream;
-* one ``stopstream.feed_batch(filters, ids)`` call for the whole batch.
+* a Python loop calling ``TokenStopFilter.feed(id)`` per stream;
+* one ``stopstream.feed_batch(filters, ids)`` call for the whole batch, ``ids`` holding one
+  ``int`` per stream (and, in the last column, the same call with a list of one id per stream,
+  the shape an engine that may emit several ids per step passes).
+
+Every contender gets each stream's new id as an ``int``, as ``DecodeStream.step`` takes it.
 
 The tokenizer is a Hugging Face byte-level BPE trained at start-up on the benchmark corpus
 (CPython's pydoc topics; nothing is downloaded). Every stream is the same prose from its own
@@ -95,19 +99,24 @@ class VllmStream:
         return ""
 
 
-Steps = list[list[list[int]]]
-"""Per step, per stream, the ids fed (one each)."""
+Steps = list[list[int]]
+"""Per step, per stream, the id fed."""
+
+ListSteps = list[list[list[int]]]
+"""Per step, per stream, the ids fed as a list (of one)."""
 
 
 def run_vllm(per_step: Steps, streams: list[VllmStream]) -> list[list[str]]:
-    return [[r.step(new[0]) for r, new in zip(streams, step, strict=True)] for step in per_step]
+    return [[r.step(new) for r, new in zip(streams, step, strict=True)] for step in per_step]
 
 
 def run_loop(per_step: Steps, fs: list[stopstream.TokenStopFilter]) -> list[list[Piece]]:
     return [[f.feed(new) for f, new in zip(fs, step, strict=True)] for step in per_step]
 
 
-def run_batch(per_step: Steps, fs: list[stopstream.TokenStopFilter]) -> list[list[Piece]]:
+def run_batch(
+    per_step: Steps | ListSteps, fs: list[stopstream.TokenStopFilter]
+) -> list[list[Piece]]:
     feed_batch = stopstream.feed_batch
     return [feed_batch(fs, step) for step in per_step]
 
@@ -152,7 +161,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows: list[tuple[float, ...]] = []
     for batch in BATCHES:
         offsets = [(i * 997) % (len(ids) - steps - 1) for i in range(batch)]
-        per_step = [[[ids[o + s]] for o in offsets] for s in range(steps)]
+        per_step = [[ids[o + s] for o in offsets] for s in range(steps)]
+        as_lists = [[[i] for i in step] for step in per_step]
 
         def vllm_streams(n: int = batch) -> list[VllmStream]:
             return [VllmStream(tokenizer, STOPS) for _ in range(n)]
@@ -161,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return [stopstream.TokenStopFilter(vocab, STOPS) for _ in range(n)]
 
         # The same text from all three, once the held text is flushed.
-        rs, f1, f2 = vllm_streams(), filters(), filters()
+        rs, f1, f2, f3 = vllm_streams(), filters(), filters(), filters()
         sent = run_vllm(per_step, rs)
         want = [
             "".join(step[k] for step in sent) + r.output_text[r.sent :] for k, r in enumerate(rs)
@@ -169,6 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for got, fs in (
             (joined(run_loop(per_step, f1)), f1),
             (joined(run_batch(per_step, f2)), f2),
+            (joined(run_batch(as_lists, f3)), f3),
         ):
             if [t + f.finish().text for t, f in zip(got, fs, strict=True)] != want:
                 print(f"outputs differ at batch {batch}", file=sys.stderr)
@@ -182,15 +193,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 (filters, run_batch),
             )
         ]
+        lists_time = best_of(repeats, filters, functools.partial(run_batch, as_lists))
+        times.append(lists_time / steps / 1000)
         rows.append((batch, *times))
 
     print("### One engine step (one new id per stream), µs per step\n")
-    print("| streams | vLLM path | loop of feed | feed_batch | vLLM ÷ batch | loop ÷ batch |")
-    print("|---:|---:|---:|---:|---:|---:|")
-    for size, vllm, loop, fb in rows:
+    print(
+        "| streams | vLLM path | loop of feed | feed_batch | vLLM ÷ batch | loop ÷ batch "
+        "| feed_batch, lists |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for size, vllm, loop, fb, fb_lists in rows:
         print(
             f"| {size:.0f} | {vllm:,.1f} | {loop:,.1f} | {fb:,.1f} | {vllm / fb:,.1f}x "
-            f"| {loop / fb:,.1f}x |"
+            f"| {loop / fb:,.1f}x | {fb_lists:,.1f} |"
         )
 
     # One call of each, per id: DecodeStream.step against TokenStopFilter.feed.
@@ -202,12 +218,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for i in stream_ids:
             step(tokenizer, i)
 
-    lists = [[i] for i in stream_ids]
-
     def feeds(f: stopstream.TokenStopFilter) -> None:
         feed = f.feed
-        for one in lists:
-            feed(one)
+        for i in stream_ids:
+            feed(i)
 
     decode = best_of(repeats, lambda: DecodeStream(skip_special_tokens=True), decode_steps) / count
     feed = best_of(repeats, lambda: stopstream.TokenStopFilter(vocab, STOPS), feeds) / count

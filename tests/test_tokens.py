@@ -6,6 +6,8 @@
   with stops planted, and random ids (special tokens, byte tokens splitting characters,
   invalid UTF-8 across tokens), split into random feeds, empty ones included.
 * ``feed_batch`` equals feeding one by one; bad ids are ``ValueError`` and change nothing.
+* One id may be given as a plain ``int`` (or any non-iterable with ``__index__``) wherever a
+  list of ids is taken; the differential tests feed single ids in every form at random.
 """
 
 from __future__ import annotations
@@ -201,6 +203,28 @@ def splits(data: st.DataObject, ids: list[int]) -> list[list[int]]:
     return out
 
 
+class Index:
+    """An int-like id that is not an int (as NumPy's integers are)."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __index__(self) -> int:
+        return self.value
+
+
+IdArg = int | Index | list[int] | tuple[int, ...]
+
+
+def one_form(data: st.DataObject, ids: list[int]) -> IdArg:
+    """``ids`` as fed: a list of one id in any form the API takes (int, int-like, list, tuple);
+    any other list as it is."""
+    if len(ids) != 1:
+        return ids
+    forms: list[IdArg] = [ids[0], ids, Index(ids[0]), tuple(ids)]
+    return data.draw(st.sampled_from(forms))
+
+
 def attributes(f: stopstream.TokenStopFilter | ReferenceTokenStopFilter) -> tuple[object, ...]:
     return (f.stopped, f.stop_sequence, f.stop_index, f.stop_reason, f.stop_token_id, f.pending)
 
@@ -227,13 +251,14 @@ def test_every_feed_matches_the_reference(name: str, data: st.DataObject) -> Non
         strip_leading_space=case.strip,
     )
     for chunk in [*splits(data, ids), None]:
+        arg = one_form(data, chunk) if chunk is not None else None
         try:
             want = ref.feed(chunk) if chunk is not None else ref.finish()
         except (ValueError, UnicodeDecodeError) as error:
             with pytest.raises(type(error)):
-                f.feed(chunk) if chunk is not None else f.finish()
+                f.feed(arg) if arg is not None else f.finish()
         else:
-            got = f.feed(chunk) if chunk is not None else f.finish()
+            got = f.feed(arg) if arg is not None else f.finish()
             assert (got.text, got.tokens) == want, chunk
         assert attributes(f) == attributes(ref), chunk
 
@@ -262,12 +287,12 @@ def test_feed_batch_equals_one_by_one(data: st.DataObject) -> None:
     batch, alone = build(), build()
     twice = data.draw(st.booleans())
     for step in range(max(len(ids) for _, ids, _, _ in configs) + 1):
-        lists = [ids[step : step + 1] for _, ids, _, _ in configs]
+        lists = [ids[step : step + data.draw(st.integers(1, 2))] for _, ids, _, _ in configs]
         filters: list[stopstream.TokenStopFilter] = list(batch)
         if twice:
             filters.append(batch[0])
             lists.append(lists[0][::-1])
-        got = stopstream.feed_batch(filters, lists)
+        got = stopstream.feed_batch(filters, [one_form(data, ids) for ids in lists])
         want = [f.feed(ids) for f, ids in zip(alone, lists[: len(alone)], strict=True)]
         if twice:
             want.append(alone[0].feed(lists[-1]))
@@ -285,6 +310,12 @@ def test_feed_batch_is_all_or_nothing() -> None:
     for bad in ([ids[2], -1], [ids[2], 2**70], [ids[2], 100256]):
         with pytest.raises(ValueError, match=r"ids_per_filter\[1\]: token id"):
             stopstream.feed_batch(filters, [[ids[2]], bad, [ids[2]]])
+        assert [attributes(f) for f in filters] == before
+    for bad_int in (-1, 2**70, 100256):
+        with pytest.raises(
+            ValueError, match=rf"ids_per_filter\[1\]: token id {bad_int} at position 0 "
+        ):
+            stopstream.feed_batch(filters, [ids[2], bad_int, ids[2]])
         assert [attributes(f) for f in filters] == before
     with pytest.raises(ValueError, match="3 filters and 2"):
         stopstream.feed_batch(filters, [[], []])
@@ -359,6 +390,12 @@ def test_attributes_and_lifecycle() -> None:
         stopstream.TokenStopFilter(case.vocab, None, errors="ignore")
     with pytest.raises(TypeError, match="iterable of int"):
         f.feed("abc")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="must be an int or an iterable of int, not float"):
+        f.feed(1.5)  # type: ignore[arg-type]
+    for bad in (-1, 2**64, 100256):
+        with pytest.raises(ValueError, match=f"token id {bad} at position 0 "):
+            f.feed(bad)
+    assert f.pending == "</"
 
 
 def test_a_stop_set_lends_its_options() -> None:

@@ -8,7 +8,7 @@ stop is held back.
 
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
-from typing import Any, Generic, Literal, Protocol, TypeAlias, TypeVar, final
+from typing import Any, Generic, Literal, Protocol, SupportsIndex, TypeAlias, TypeVar, final
 
 from typing_extensions import Self
 
@@ -477,10 +477,12 @@ class TokenStopFilter:
         stop_token_ids: Iterable[int] | None = None,
         errors: str = "replace",
     ) -> Self: ...
-    def feed(self, ids: Iterable[int]) -> TokenPiece:
-        """Take the next token ids; return the text now safe to emit and how many tokens it
-        releases. An id outside the vocabulary is a ``ValueError`` naming it, and the call
-        consumes nothing; ids after a stop in the same call are ignored unchecked."""
+    def feed(self, ids: SupportsIndex | Iterable[int]) -> TokenPiece:
+        """Take the next token ids (an iterable of ints, or one id as an ``int`` or any
+        non-iterable with ``__index__``: the usual step, and the fastest); return the text now
+        safe to emit and how many tokens it releases. An id outside the vocabulary is a
+        ``ValueError`` naming it, and the call consumes nothing; ids after a stop in the same
+        call are ignored unchecked."""
     def finish(self) -> TokenPiece:
         """End of input: release what is held back (idempotent)."""
     def reset(self) -> None:
@@ -520,12 +522,15 @@ class TokenStopFilter:
         """The text held back right now (without an incomplete UTF-8 character)."""
 
 def feed_batch(
-    filters: Sequence[TokenStopFilter], ids_per_filter: Sequence[Iterable[int]]
+    filters: Sequence[TokenStopFilter], ids_per_filter: Sequence[SupportsIndex | Iterable[int]]
 ) -> list[TokenPiece]:
-    """Feed ``ids_per_filter[i]`` to ``filters[i]`` for every ``i`` in one call, with the GIL
-    released for the work; the result equals feeding each alone. Filters may use different
-    vocabularies, and one filter may appear more than once (its entries are fed in order). All
-    or nothing: an error in any entry raises it (naming the entry) and changes no filter."""
+    """Feed ``ids_per_filter[i]`` to ``filters[i]`` for every ``i`` in one call; the result
+    equals feeding each alone. An entry is what ``TokenStopFilter.feed`` takes (one ``int`` per
+    stream is the usual step, and the fastest). The Rust work runs with the GIL released for
+    batches of 256 ids or more (below that, releasing it costs more than the work it frees).
+    Filters may use different vocabularies, and one filter may appear more than once (its
+    entries are fed in order). All or nothing: an error in any entry raises it (naming the
+    entry) and changes no filter."""
 
 def _feed_unless_stop(filter: StopFilter, text: str) -> str | None:
     """``filter.feed(text)`` when that fires no stop; else ``None``, the filter unchanged.

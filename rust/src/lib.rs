@@ -73,7 +73,7 @@ pub use crate::automaton::{Hit, Step};
 pub use crate::error::{DecodeError, Error};
 pub use crate::matcher::{regex_max_len, MatchStream, Matcher, StopKind, StopSpec};
 pub use crate::stream::{ByteOut, ByteStream, Emit, Status, TextMatcher, TextStream};
-pub use crate::tokens::{Token, TokenStream, Vocab};
+pub use crate::tokens::{Fed, Token, TokenStream, Vocab};
 pub use crate::utf8::encode_code_points;
 
 use crate::automaton::Automaton;

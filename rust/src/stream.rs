@@ -93,6 +93,15 @@ impl TextStream {
         if self.status != Status::Open {
             return Ok(Emit::NOTHING);
         }
+        Ok(self.feed_open(set, input))
+    }
+
+    /// [`TextStream::feed`] of a stream known to be open: it cannot fail, so the result comes
+    /// back in registers (a profile of token batches showed a stall reading the `Result` the
+    /// general path returns through memory).
+    #[inline]
+    fn feed_open(&mut self, set: &StopSet, input: &[u8]) -> Emit {
+        debug_assert!(self.status == Status::Open && !self.finished);
         let auto = set.automaton();
         // Open here, so the held text is the state's string (none with `include_stop`).
         let held = if self.include_stop || self.sid == Automaton::START {
@@ -104,24 +113,41 @@ impl TextStream {
             Step::Continue(s) => {
                 self.sid = s;
                 if self.include_stop {
-                    return Ok(Emit { from_held: 0, from_input: input.len() });
+                    return Emit { from_held: 0, from_input: input.len() };
                 }
                 held + input.len() - auto.depth(s)
             }
             Step::Stop(hit) => {
                 self.status = Status::Stopped(hit.pattern);
                 if self.include_stop {
-                    return Ok(Emit { from_held: 0, from_input: hit.end });
+                    return Emit { from_held: 0, from_input: hit.end };
                 }
                 let len = auto.patterns()[hit.pattern].len();
                 held + hit.end - len
             }
         };
-        Ok(if total <= held {
+        if total <= held {
             Emit { from_held: total, from_input: 0 }
         } else {
             Emit { from_held: held, from_input: total - held }
-        })
+        }
+    }
+
+    /// Appends what `e` (a feed of `text` into `before`) emits, or says it is exactly `text`.
+    #[inline]
+    fn write_out(
+        before: &TextStream,
+        set: &StopSet,
+        text: &[u8],
+        e: Emit,
+        out: &mut Vec<u8>,
+    ) -> ByteOut {
+        if e.from_held == 0 && e.from_input == text.len() {
+            return ByteOut::Input;
+        }
+        out.extend_from_slice(&before.held(set)[..e.from_held]);
+        out.extend_from_slice(&text[..e.from_input]);
+        ByteOut::Buffer
     }
 
     /// Ends the stream and returns what was held back (empty if already closed).
@@ -212,12 +238,7 @@ impl TextMatcher for TextStream {
     ) -> Result<ByteOut, Error> {
         let before = *self;
         let e = self.feed(set, text)?;
-        if e.from_held == 0 && e.from_input == text.len() {
-            return Ok(ByteOut::Input);
-        }
-        out.extend_from_slice(&before.held(set)[..e.from_held]);
-        out.extend_from_slice(&text[..e.from_input]);
-        Ok(ByteOut::Buffer)
+        Ok(TextStream::write_out(&before, set, text, e, out))
     }
 
     fn finish_text(&mut self, set: &StopSet, out: &mut Vec<u8>) {
@@ -258,6 +279,17 @@ impl ByteStream<TextStream> {
     /// Starts over with the same stop set and settings.
     pub fn reset(&mut self) {
         *self = ByteStream::new(self.text.include_stop, self.replace);
+    }
+
+    /// Feeds bytes that are whole, valid characters into an open stream carrying no incomplete
+    /// character: the matcher runs on them directly, without the checks of [`ByteStream::feed`]
+    /// (token streams know this of most tokens in advance), and nothing can fail.
+    #[inline]
+    pub fn feed_chars(&mut self, set: &StopSet, text: &[u8], out: &mut Vec<u8>) -> ByteOut {
+        debug_assert!(self.tail_len == 0 && std::str::from_utf8(text).is_ok());
+        let before = self.text;
+        let e = self.text.feed_open(set, text);
+        TextStream::write_out(&before, set, text, e, out)
     }
 }
 

@@ -2,16 +2,27 @@
 //!
 //! Ids are converted to `i64` under the GIL (a Python int outside that range saturates, so it is
 //! still "not in the vocabulary", and its message quotes the int as given); the core does the
-//! rest. `feed_batch` converts every stream's ids, takes every filter's lock, detaches for the
-//! Rust work, then builds the pieces: one GIL release per engine step instead of one per stream.
+//! rest. An id list may also be one plain `int`, the engine's usual step. `feed_batch` converts
+//! every stream's ids while taking its filter's lock, does the Rust work (detached from the
+//! interpreter for batches of [`DETACH_IDS`] ids or more), then builds the pieces.
 //!
-//! Performance choices (measured in CPU time per stream and step, 256 streams, one id each, on a
-//! loaded 2-core machine): the usual step (one id in, exactly its text out, one token released)
-//! returns a `TokenPiece` cached per token id, which took a step from about 185 to about 160 ns
-//! in `feed_batch` (building the piece and its `str` led the profile); short id lists are read
-//! onto the stack and the output buffer is per thread, so `feed` allocates nothing on that
-//! path. A free list for `TokenPiece` measured no faster than CPython's allocator, so there is
-//! none. Releasing the GIL costs about nothing in CPU time per batch.
+//! Performance choices (CPU time per stream and step, 256 streams, one id each, on a loaded
+//! 2-core machine; `benches/tokens.py`):
+//! * the usual step (one id in, exactly its text out, one token released) returns a
+//!   `TokenPiece` cached per token id; the core says when its output is exactly the token's
+//!   bytes ([`crate::Fed`]), so that step copies and compares nothing;
+//! * the core's own fast step for that case (`TokenStream::feed_id`);
+//! * one pass over the filters reads the ids, takes the locks and decides whether any stream can
+//!   fail (three passes before: 72 to 57 ns per stream with every stream on the same id, so
+//!   that the rest of the step stays in cache);
+//! * `feed(id)` takes an `int`, so the caller builds no list (88 against 92 ns per call for
+//!   `[id]`, before counting the list the caller builds).
+//!
+//! A free list for `TokenPiece` measured no faster than CPython's allocator, and prefetching
+//! the next streams' vocabulary entries and pieces measured no faster either, so there is
+//! neither. What remains in a step of 256 streams over varied ids is mostly memory latency: each
+//! id touches its `int` object, its vocabulary entry and bytes, its piece cell and its piece,
+//! and the same step over one id costs about half as much.
 
 use std::cell::RefCell;
 use std::sync::OnceLock;
@@ -26,7 +37,7 @@ use super::errors::{map_error, parse_errors, type_name};
 use super::stopset::{resolve, stop_index, stop_sequence, IncludeStop, SkipArgs, Stops};
 use super::{lock, try_lock};
 use crate::lock::{Guard, TryLock};
-use crate::{Error, Status, TokenStream};
+use crate::{Error, Fed, Status, TokenStream};
 
 /// A tokenizer's vocabulary: token id to bytes (`stopstream.Vocab`).
 #[pyclass(frozen, module = "stopstream._core")]
@@ -35,38 +46,49 @@ pub(super) struct Vocab {
     /// Per id, the piece `TokenPiece(its text, 1)`, built the first time a feed releases
     /// exactly that token with exactly its text: the usual engine step (one id in, its text
     /// out). Pieces are immutable, so that step hands out a shared object and allocates
-    /// nothing; building a piece and its `str` was most of a step's cost in a profile.
-    pieces: Box<[OnceLock<Py<TokenPiece>>]>,
+    /// nothing; building a piece and its `str` was most of a step's cost in a profile. The
+    /// table is lazy by pages of [`PAGE`] ids, so a vocabulary costs 16 bytes per page until
+    /// its ids are used (a 200k vocabulary: 12.5 KB), and holds at most one piece per id. The
+    /// cells are `OnceLock`s, so filling them is safe in a free-threaded build too.
+    pieces: Box<[OnceLock<Page>]>,
 }
 
+/// Ids per page of the piece cache.
+const PAGE: usize = 256;
+
+type Page = Box<[PyOnceLock<Py<TokenPiece>>]>;
+
 impl Vocab {
-    /// The piece for `out` and `n` released tokens after a feed of `ids`.
-    fn piece(&self, py: Python<'_>, ids: &[i64], out: &[u8], n: usize) -> PyResult<Py<TokenPiece>> {
-        if out.is_empty() && n == 0 {
-            return empty_piece(py);
-        }
-        if let ([id], false) = (ids, out.is_empty()) {
-            if let (Some(crate::Token::Text(t)), Ok(i)) =
-                (self.inner.get(*id), usize::try_from(*id))
-            {
-                if t == out {
-                    if self.pieces[i].get().is_none() {
-                        // Another thread may fill it meanwhile (free-threaded build): either
-                        // piece will do.
-                        let _ = self.pieces[i].set(piece(make_str(py, out)?, 1)?);
-                    }
-                    let Some(cached) = self.pieces[i].get() else {
-                        return piece(make_str(py, out)?, n);
-                    };
-                    if n == 1 {
-                        return Ok(cached.clone_ref(py));
-                    }
-                    return piece(cached.get().text.bind(py).clone(), n);
+    /// The shared piece of `id` (whose text is `text`, released alone).
+    #[inline]
+    fn cached(&self, py: Python<'_>, id: usize, text: &[u8]) -> PyResult<&Py<TokenPiece>> {
+        let page =
+            self.pieces[id / PAGE].get_or_init(|| (0..PAGE).map(|_| PyOnceLock::new()).collect());
+        page[id % PAGE].get_or_try_init(py, || piece(make_str(py, text)?, 1))
+    }
+
+    /// The piece after a feed of the one id `id` that did `fed` (and appended `out`).
+    #[inline]
+    fn piece_of(&self, py: Python<'_>, id: i64, out: &[u8], fed: Fed) -> PyResult<Py<TokenPiece>> {
+        if fed.whole {
+            if let (Some(t), Ok(i)) = (self.inner.whole(id), usize::try_from(id)) {
+                let cached = self.cached(py, i, t)?;
+                if fed.released == 1 {
+                    return Ok(cached.clone_ref(py));
                 }
+                return piece(cached.get().text.bind(py).clone(), fed.released);
             }
         }
-        piece(make_str(py, out)?, n)
+        new_piece(py, out, fed.released)
     }
+}
+
+/// The piece for `out` and `n` released tokens.
+fn new_piece(py: Python<'_>, out: &[u8], n: usize) -> PyResult<Py<TokenPiece>> {
+    if out.is_empty() && n == 0 {
+        return empty_piece(py);
+    }
+    piece(make_str(py, out)?, n)
 }
 
 /// The shared `TokenPiece("", 0)`: a step that releases nothing.
@@ -109,6 +131,10 @@ impl Ids {
             }
             Ok(())
         };
+        if obj.is_instance_of::<PyInt>() {
+            // One id, as `feed(id)` and `feed_batch(filters, [id, ...])` take it.
+            return push(self, 0, obj);
+        }
         if let Ok(l) = obj.cast_exact::<PyList>() {
             self.ids.reserve(l.len());
             for (i, item) in l.iter().enumerate() {
@@ -121,18 +147,22 @@ impl Ids {
             }
         } else if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
             return Err(PyTypeError::new_err(format!(
-                "{} must be an iterable of int, not {}",
+                "{} must be an int or an iterable of int, not {}",
                 what(()),
                 type_name(obj)
             )));
         } else {
-            let iter = obj.try_iter().map_err(|_| {
-                PyTypeError::new_err(format!(
-                    "{} must be an iterable of int, not {}",
+            let Ok(iter) = obj.try_iter() else {
+                if obj.hasattr("__index__")? {
+                    // One id of an int-like type (a NumPy integer).
+                    return push(self, 0, obj);
+                }
+                return Err(PyTypeError::new_err(format!(
+                    "{} must be an int or an iterable of int, not {}",
                     what(()),
                     type_name(obj)
-                ))
-            })?;
+                )));
+            };
             for (i, item) in iter.enumerate() {
                 push(self, i, &item?)?;
             }
@@ -242,7 +272,7 @@ impl Vocab {
                 )),
                 None => PyMemoryError::new_err(e.to_string()),
             })?;
-        let pieces = (0..inner.len()).map(|_| OnceLock::new()).collect();
+        let pieces = (0..inner.len().div_ceil(PAGE)).map(|_| OnceLock::new()).collect();
         Ok(Vocab { inner: inner.with_strip_leading_space(strip_leading_space), pieces })
     }
 
@@ -357,8 +387,33 @@ fn with_out<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
 /// Up to this many ids per call are converted onto the stack.
 const STACK_IDS: usize = 8;
 
-/// The ids of `obj` when it is a short exact list of ints that fit `i64` (the engine's usual
-/// call: one new id); `None` sends the caller to the general conversion.
+/// The id of `obj` when it is one id the engine's usual way: an exact `int`, or an exact list
+/// holding one, that fits `i64`. `None` sends the caller to the general conversion.
+#[inline]
+fn one_id(obj: &Bound<'_, PyAny>) -> Option<i64> {
+    if let Ok(i) = obj.cast_exact::<PyInt>() {
+        return i.extract::<i64>().ok();
+    }
+    let l = obj.cast_exact::<PyList>().ok()?;
+    if l.len() != 1 {
+        return None;
+    }
+    l.get_item(0).ok()?.cast_exact::<PyInt>().ok()?.extract::<i64>().ok()
+}
+
+/// Whether `obj` is an exact list or tuple of exact ints: reading it runs no Python code.
+fn plain_ints(obj: &Bound<'_, PyAny>) -> bool {
+    if let Ok(l) = obj.cast_exact::<PyList>() {
+        return l.iter().all(|i| i.is_exact_instance_of::<PyInt>());
+    }
+    if let Ok(t) = obj.cast_exact::<PyTuple>() {
+        return t.iter().all(|i| i.is_exact_instance_of::<PyInt>());
+    }
+    false
+}
+
+/// The ids of `obj` when it is a short exact list of ints that fit `i64`; `None` sends the
+/// caller to the general conversion.
 fn short_ids(obj: &Bound<'_, PyAny>, buf: &mut [i64; STACK_IDS]) -> Option<usize> {
     let l = obj.cast_exact::<PyList>().ok()?;
     let n = l.len();
@@ -433,6 +488,16 @@ impl TokenStopFilter {
     }
 
     fn feed(&self, py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<Py<TokenPiece>> {
+        let vocab = self.vocab.get();
+        if let Some(id) = one_id(ids) {
+            // The usual step: no buffer is allocated unless text other than the token's own
+            // is emitted.
+            let mut out = Vec::new();
+            let result =
+                lock(py, &self.state)?.feed_id(&vocab.inner, &self.stops.set, id, &mut out);
+            let fed = result.map_err(|e| token_error(py, &e, |_| id.to_string(), self.size()))?;
+            return vocab.piece_of(py, id, &out, fed);
+        }
         let mut buf = [0i64; STACK_IDS];
         let short = short_ids(ids, &mut buf);
         let general = if short.is_none() { Some(Ids::from(ids, "feed()")?) } else { None };
@@ -440,7 +505,6 @@ impl TokenStopFilter {
             Some(g) => &g.ids,
             None => &buf[..short.unwrap_or(0)],
         };
-        let vocab = self.vocab.get();
         with_out(|out| {
             let result = lock(py, &self.state)?.feed(&vocab.inner, &self.stops.set, ids, out);
             let n = result.map_err(|e| {
@@ -450,7 +514,7 @@ impl TokenStopFilter {
                 };
                 token_error(py, &e, shown, self.size())
             })?;
-            vocab.piece(py, ids, out, n)
+            new_piece(py, out, n)
         })
     }
 
@@ -555,9 +619,13 @@ impl TokenStopFilter {
 /// One stream's share of a batch.
 struct Item<'a> {
     filter: &'a TokenStopFilter,
+    vocab: &'a Vocab,
     /// Index of its lock in the batch's guards (a filter given twice shares one).
     slot: usize,
     ids: std::ops::Range<usize>,
+    /// Set by the run: where its text is in the batch's output, and what the feed did.
+    out: std::ops::Range<usize>,
+    fed: Fed,
 }
 
 /// Takes every filter's lock, or none: a filter given twice shares one guard; a filter in use
@@ -626,35 +694,34 @@ pub(super) fn feed_batch<'py>(
             lists.len()
         )));
     }
-    let mut bound = Vec::with_capacity(fs.len());
-    for (i, f) in fs.iter().enumerate() {
-        bound.push(f.cast::<TokenStopFilter>().map_err(|_| {
-            PyTypeError::new_err(format!(
-                "filters[{i}] must be a TokenStopFilter, not {}",
-                type_name(f)
-            ))
-        })?);
-    }
-    let mut ids = Ids::default();
-    let mut items = Vec::with_capacity(fs.len());
-    let mut huge: Vec<(usize, usize, String)> = Vec::new();
-    for (i, (f, l)) in bound.iter().zip(&lists).enumerate() {
-        let start = ids.ids.len();
-        ids.extend(l, "ids_per_filter", Some(i))?;
-        huge.extend(ids.huge.drain(..).map(|(p, s)| (i, p, s)));
-        items.push(Item { filter: f.get(), slot: 0, ids: start..ids.ids.len() });
-    }
-    let flat = ids.ids;
-    let mut guards = lock_all(py, &mut items)?;
-    let outcome = {
-        let items = &items;
+    let bound = fs
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| {
+            f.cast_into::<TokenStopFilter>().map_err(|e| {
+                PyTypeError::new_err(format!(
+                    "filters[{i}] must be a TokenStopFilter, not {}",
+                    type_name(&e.into_inner())
+                ))
+            })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let Batch { mut items, flat, huge, guards, safe } = Batch::read(py, &bound, &lists)?;
+    let mut guards = match guards {
+        Some(g) => g,
+        None => lock_all(py, &mut items)?,
+    };
+    let outcome = if flat.len() >= DETACH_IDS {
+        let items = &mut items;
         let flat = &flat;
         let guards = &mut guards;
-        py.detach(move || run_batch(items, flat, guards))
+        py.detach(move || run_batch(items, flat, guards, safe))
+    } else {
+        run_batch(&mut items, &flat, &mut guards, safe)
     };
     drop(guards);
-    let (out, results) = match outcome {
-        Ok(v) => v,
+    let out = match outcome {
+        Ok(out) => out,
         Err((i, e)) => {
             let it = &items[i];
             let size = it.filter.size();
@@ -674,40 +741,132 @@ pub(super) fn feed_batch<'py>(
     };
     let pieces = items
         .iter()
-        .zip(results)
-        .map(|(it, (range, n))| {
-            it.filter.vocab.get().piece(py, &flat[it.ids.clone()], &out[range], n)
+        .map(|it| match flat[it.ids.clone()] {
+            [id] => it.vocab.piece_of(py, id, &out[it.out.clone()], it.fed),
+            _ => new_piece(py, &out[it.out.clone()], it.fed.released),
         })
         .collect::<PyResult<Vec<_>>>()?;
     PyList::new(py, pieces)
 }
 
-type BatchOut = (Vec<u8>, Vec<(std::ops::Range<usize>, usize)>);
+/// A batch's streams, read in.
+struct Batch<'a> {
+    items: Vec<Item<'a>>,
+    /// Every stream's ids, one after the other.
+    flat: Vec<i64>,
+    /// Ints too large for `i64`, as `(stream, position, as written)`, for messages.
+    huge: Vec<(usize, usize, String)>,
+    /// The filters' locks, when they could be taken while reading.
+    guards: Option<Vec<Guard<'a, TokenStream>>>,
+    /// No stream can fail (decided while locking).
+    safe: bool,
+}
 
-/// The Rust work of a batch, detached from the interpreter.
+impl<'a> Batch<'a> {
+    /// Converts every stream's ids. Each filter is locked as its ids are read, as long as no
+    /// Python code can run meanwhile (the ids are exact ints, or exact lists or tuples of them),
+    /// and whether its stream can fail is decided then, while its state is at hand: one pass
+    /// over the filters instead of three. Anything else (a filter given twice, one in use, ids
+    /// of another type) lets go, and the caller takes the locks afterwards.
+    fn read(
+        py: Python<'_>,
+        filters: &'a [Bound<'_, TokenStopFilter>],
+        lists: &[Bound<'_, PyAny>],
+    ) -> PyResult<Batch<'a>> {
+        let mut ids = Ids { ids: Vec::with_capacity(lists.len()), huge: Vec::new() };
+        let mut items = Vec::with_capacity(lists.len());
+        let mut huge = Vec::new();
+        let mut guards = Vec::with_capacity(lists.len());
+        let mut locking = true;
+        let mut safe = true;
+        for (i, (f, l)) in filters.iter().zip(lists).enumerate() {
+            let start = ids.ids.len();
+            if let Some(id) = one_id(l) {
+                ids.ids.push(id);
+            } else {
+                if locking && !plain_ints(l) {
+                    locking = false;
+                    guards.clear();
+                }
+                ids.extend(l, "ids_per_filter", Some(i))?;
+                huge.extend(ids.huge.drain(..).map(|(p, s)| (i, p, s)));
+            }
+            let filter = f.get();
+            let vocab = filter.vocab.get();
+            let mut item = Item {
+                filter,
+                vocab,
+                slot: 0,
+                ids: start..ids.ids.len(),
+                out: 0..0,
+                fed: Fed { released: 0, whole: false },
+            };
+            if locking {
+                if let Some(g) = try_lock(py, &filter.state) {
+                    safe &= !g.is_finished()
+                        && g.replace()
+                        && ids.ids[start..].iter().all(|&id| vocab.inner.get(id).is_some());
+                    item.slot = guards.len();
+                    guards.push(g);
+                } else {
+                    locking = false;
+                    guards.clear();
+                }
+            }
+            items.push(item);
+        }
+        Ok(Batch {
+            items,
+            flat: ids.ids,
+            huge,
+            safe: safe && locking,
+            guards: locking.then_some(guards),
+        })
+    }
+}
+
+/// Batches of fewer ids than this run their Rust work without releasing the GIL. Releasing and
+/// taking it back costs about 80 ns of CPU time per call (a batch of one stream: 0.44 against
+/// 0.37 µs), and, when other threads want the GIL, a wait to get it back; from 256 ids on that
+/// is under 1% of the work (a 256-stream step is 15-25 µs), and other threads get to run
+/// meanwhile.
+const DETACH_IDS: usize = 256;
+
+/// The Rust work of a batch (detached from the interpreter when it is large): fills each
+/// item's `out` and `fed`, and returns the output they point into.
 fn run_batch(
-    items: &[Item<'_>],
+    items: &mut [Item<'_>],
     flat: &[i64],
     guards: &mut [Guard<'_, TokenStream>],
-) -> Result<BatchOut, (usize, Error)> {
+    safe: bool,
+) -> Result<Vec<u8>, (usize, Error)> {
+    let mut out = Vec::with_capacity(flat.len() * 8);
+    if safe {
+        // No stream can fail (checked while locking): one pass over the real states.
+        for (i, it) in items.iter_mut().enumerate() {
+            let start = out.len();
+            it.fed = feed_item(&mut guards[it.slot], it, flat, &mut out).map_err(|e| (i, e))?;
+            it.out = start..out.len();
+        }
+        return Ok(out);
+    }
     // A filter given twice: its entries depend on each other, so they all run on a copy.
     let mut uses = vec![0u32; if guards.len() < items.len() { guards.len() } else { 0 }];
     if !uses.is_empty() {
-        for it in items {
+        for it in items.iter() {
             uses[it.slot] += 1;
         }
     }
     let risky = |it: &Item<'_>, st: &TokenStream| {
-        let vocab = &it.filter.vocab.get().inner;
         uses.get(it.slot).is_some_and(|&n| n > 1)
             || !st.replace()
             || st.is_finished()
-            || flat[it.ids.clone()].iter().any(|&id| vocab.get(id).is_none())
+            || flat[it.ids.clone()].iter().any(|&id| it.vocab.inner.get(id).is_none())
     };
     // Streams that can fail run on copies first; their outputs are kept and the copies become
-    // the real states once every stream has succeeded. The usual step has none.
+    // the real states once every stream has succeeded.
     let mut shadows: Vec<Option<TokenStream>> = Vec::new();
-    for it in items {
+    for it in items.iter() {
         if shadows.get(it.slot).is_none_or(Option::is_none) && risky(it, &guards[it.slot]) {
             if shadows.is_empty() {
                 shadows.resize(guards.len(), None);
@@ -715,43 +874,41 @@ fn run_batch(
             shadows[it.slot] = Some(guards[it.slot].clone());
         }
     }
-    let mut out = Vec::new();
-    let mut results = vec![(0..0, 0); items.len()];
     if !shadows.is_empty() {
-        for (i, it) in items.iter().enumerate() {
+        for (i, it) in items.iter_mut().enumerate() {
             let Some(st) = shadows[it.slot].as_mut() else { continue };
             let start = out.len();
-            let n = st
-                .feed(
-                    &it.filter.vocab.get().inner,
-                    &it.filter.stops.set,
-                    &flat[it.ids.clone()],
-                    &mut out,
-                )
-                .map_err(|e| (i, e))?;
-            results[i] = (start..out.len(), n);
+            it.fed = feed_item(st, it, flat, &mut out).map_err(|e| (i, e))?;
+            it.out = start..out.len();
         }
     }
-    for (i, it) in items.iter().enumerate() {
+    for (i, it) in items.iter_mut().enumerate() {
         if shadows.get(it.slot).is_some_and(Option::is_some) {
             continue;
         }
-        let st = &mut *guards[it.slot];
         let start = out.len();
-        let n = st
-            .feed(
-                &it.filter.vocab.get().inner,
-                &it.filter.stops.set,
-                &flat[it.ids.clone()],
-                &mut out,
-            )
-            .map_err(|e| (i, e))?;
-        results[i] = (start..out.len(), n);
+        it.fed = feed_item(&mut guards[it.slot], it, flat, &mut out).map_err(|e| (i, e))?;
+        it.out = start..out.len();
     }
     for (slot, shadow) in shadows.into_iter().enumerate() {
         if let Some(st) = shadow {
             *guards[slot] = st;
         }
     }
-    Ok((out, results))
+    Ok(out)
+}
+
+/// Feeds one batch entry to `st`.
+#[inline]
+fn feed_item(
+    st: &mut TokenStream,
+    it: &Item<'_>,
+    flat: &[i64],
+    out: &mut Vec<u8>,
+) -> Result<Fed, Error> {
+    let (vocab, set) = (&it.vocab.inner, &it.filter.stops.set);
+    match flat[it.ids.clone()] {
+        [id] => st.feed_id(vocab, set, id, out),
+        ref ids => Ok(Fed { released: st.feed(vocab, set, ids, out)?, whole: false }),
+    }
 }
