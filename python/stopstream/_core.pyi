@@ -526,8 +526,7 @@ def feed_batch(
 ) -> list[TokenPiece]:
     """Feed ``ids_per_filter[i]`` to ``filters[i]`` for every ``i`` in one call; the result
     equals feeding each alone. An entry is what ``TokenStopFilter.feed`` takes (one ``int`` per
-    stream is the usual step, and the fastest). The Rust work runs with the GIL released for
-    batches of 256 ids or more (below that, releasing it costs more than the work it frees).
+    stream is the usual step, and the fastest). The Rust work runs with the GIL released.
     Filters may use different vocabularies, and one filter may appear more than once (its
     entries are fed in order). All or nothing: an error in any entry raises it (naming the
     entry) and changes no filter."""
