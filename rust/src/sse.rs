@@ -199,10 +199,22 @@ impl Parser {
 pub enum Rule {
     /// The text to scan: a JSON string.
     Text,
+    /// The text to scan if the field is there (in the elements of a [`Rule::Parts`] array).
+    OptionalText,
     /// An integer naming the text stream (up to two per stream: `(output, part)`, say).
     Id,
+    /// An integer naming the text stream; absent or `null`, the element's position in its
+    /// [`Rule::Each`] array (Gemini's candidate `index`).
+    Index,
     /// `null` or absent (a `finish_reason`, a `usage`): anything else is not the common case.
     Null,
+    /// `null`, `[]` or absent (`logprobs` when none were asked for).
+    Empty,
+    /// `true`: the texts of this [`Rule::Parts`] element are not scanned (a Gemini thought
+    /// part); `false`, `null` or absent: they are.
+    Unscanned,
+    /// The event's sequence number, an integer: in [`Scanner::sequence`].
+    Sequence,
     /// A discriminator: this string. Another string at the top level of the event is a
     /// [`Scan::Other`], and the rest of the event is not parsed.
     Is(&'static str),
@@ -210,11 +222,17 @@ pub enum Rule {
     Object(&'static [Field]),
     /// An array of objects, each one a text stream with these fields.
     Each(&'static [Field]),
+    /// An array of objects within one text stream, each with these fields: the texts of all
+    /// elements but the [`Rule::Unscanned`] ones are the stream's, in order.
+    Parts(&'static [Field]),
 }
 
 impl Rule {
     fn required(&self) -> bool {
-        !matches!(self, Rule::Null)
+        !matches!(
+            self,
+            Rule::Null | Rule::Empty | Rule::OptionalText | Rule::Index | Rule::Unscanned
+        )
     }
 }
 
@@ -275,15 +293,44 @@ pub const MESSAGES: Shape = Shape {
 };
 
 /// OpenAI Responses `response.output_text.delta` event: `delta` of the content part named by
-/// (`output_index`, `content_index`). A table only so far: the SSE stage does not run it yet.
+/// (`output_index`, `content_index`), numbered by `sequence_number`, with no `logprobs`.
 pub const RESPONSES: Shape = Shape {
     fields: &[
         Field { key: "type", rule: Rule::Is("response.output_text.delta") },
         Field { key: "output_index", rule: Rule::Id },
         Field { key: "content_index", rule: Rule::Id },
         Field { key: "delta", rule: Rule::Text },
+        Field { key: "sequence_number", rule: Rule::Sequence },
+        Field { key: "logprobs", rule: Rule::Empty },
     ],
     stream: true,
+};
+
+/// Gemini `GenerateContentResponse` chunk: the text parts of `candidates[i].content.parts`
+/// (all but the `thought` ones) of the candidate named by `index` (else by its position),
+/// with no finish reason. The chunk's other fields (`usageMetadata`, `modelVersion`, ...)
+/// are skipped; so are the parts' other fields and the parts without `text` (function calls,
+/// inline data).
+pub const GEMINI: Shape = Shape {
+    fields: &[Field {
+        key: "candidates",
+        rule: Rule::Each(&[
+            Field { key: "index", rule: Rule::Index },
+            Field { key: "finishReason", rule: Rule::Null },
+            Field { key: "finish_reason", rule: Rule::Null },
+            Field {
+                key: "content",
+                rule: Rule::Object(&[Field {
+                    key: "parts",
+                    rule: Rule::Parts(&[
+                        Field { key: "text", rule: Rule::OptionalText },
+                        Field { key: "thought", rule: Rule::Unscanned },
+                    ]),
+                }]),
+            },
+        ]),
+    }],
+    stream: false,
 };
 
 /// One text found by a scan.
@@ -293,6 +340,9 @@ pub struct Found {
     pub ids: [i64; 2],
     /// How many ids the stream has.
     pub id_count: u8,
+    /// The element of the [`Rule::Each`] array the text is in (0 in a [`Shape::stream`]
+    /// event): texts of one element are one stream's, fed in order.
+    pub group: usize,
     /// The string token in the event's JSON, quotes included.
     pub span: Range<usize>,
     /// The decoded text, in [`Scanner::scratch`].
@@ -321,6 +371,8 @@ pub struct Scanner {
     pub scratch: Vec<u8>,
     /// The discriminator's value of the last [`Scan::Other`] scan.
     pub other: String,
+    /// The [`Rule::Sequence`] number of the last [`Scan::Texts`] scan.
+    pub sequence: Option<i64>,
 }
 
 /// A failed scan: not the common case.
@@ -335,12 +387,26 @@ enum Flow {
 struct Scope {
     ids: [i64; 2],
     id_count: u8,
+    /// The first of its texts in [`Scanner::found`].
     first: usize,
+    /// The element's position in its [`Rule::Each`] array (0 for a [`Shape::stream`] event).
+    position: usize,
+    /// A [`Rule::Unscanned`] field of the element being read was `true`.
+    unscanned: bool,
 }
 
 impl Scope {
-    fn new(first: usize) -> Scope {
-        Scope { ids: [0; 2], id_count: 0, first }
+    fn new(first: usize, position: usize) -> Scope {
+        Scope { ids: [0; 2], id_count: 0, first, position, unscanned: false }
+    }
+
+    fn id(&mut self, id: i64) -> Result<(), NotCommon> {
+        if self.id_count >= 2 {
+            return Err(NotCommon);
+        }
+        self.ids[usize::from(self.id_count)] = id;
+        self.id_count += 1;
+        Ok(())
     }
 }
 
@@ -358,11 +424,12 @@ impl Scanner {
     pub fn scan(&mut self, shape: &Shape, data: &[u8]) -> Scan {
         self.found.clear();
         self.scratch.clear();
+        self.sequence = None;
         if std::str::from_utf8(data).is_err() {
             return Scan::Slow;
         }
         let mut j = Jiter::new(data);
-        let mut scope = Scope::new(0);
+        let mut scope = Scope::new(0, 0);
         let result = (|| {
             if ok(j.peek())? != Peek::Object {
                 return Err(NotCommon);
@@ -392,8 +459,18 @@ impl Scanner {
         for f in &mut self.found[scope.first..] {
             f.ids = scope.ids;
             f.id_count = scope.id_count;
+            f.group = scope.position;
         }
         Ok(())
+    }
+
+    /// A plain integer (not a float, not a bool).
+    fn int(j: &mut Jiter<'_>, peek: Peek) -> Result<i64, NotCommon> {
+        if peek != Peek::Minus && !peek.into_inner().is_ascii_digit() {
+            return Err(NotCommon);
+        }
+        let NumberInt::Int(i) = ok(j.known_int(peek))?;
+        Ok(i)
     }
 
     /// Reads the object whose `{` is next.
@@ -424,8 +501,13 @@ impl Scanner {
             key = ok(j.next_key())?.map(|k| fields.iter().position(|f| f.key == k));
         }
         for (i, field) in fields.iter().enumerate() {
-            if field.rule.required() && seen & (1 << i) == 0 {
-                return Err(NotCommon);
+            if seen & (1 << i) == 0 {
+                if field.rule.required() {
+                    return Err(NotCommon);
+                }
+                if let Rule::Index = field.rule {
+                    scope.id(ok(i64::try_from(scope.position))?)?;
+                }
             }
         }
         Ok(Flow::Done)
@@ -441,7 +523,7 @@ impl Scanner {
     ) -> Result<Flow, NotCommon> {
         let peek = ok(j.peek())?;
         match rule {
-            Rule::Text => {
+            Rule::Text | Rule::OptionalText => {
                 if peek != Peek::String || !in_scope {
                     return Err(NotCommon);
                 }
@@ -451,17 +533,40 @@ impl Scanner {
                 self.scratch.extend_from_slice(text.as_bytes());
                 let span = start..j.current_index();
                 let text = from..self.scratch.len();
-                self.found.push(Found { ids: [0; 2], id_count: 0, span, text });
+                self.found.push(Found { ids: [0; 2], id_count: 0, group: 0, span, text });
             }
             Rule::Id => {
-                let number = peek == Peek::Minus || peek.into_inner().is_ascii_digit();
-                if !in_scope || scope.id_count >= 2 || !number {
+                if !in_scope {
                     return Err(NotCommon);
                 }
-                let NumberInt::Int(i) = ok(j.known_int(peek))?;
-                scope.ids[usize::from(scope.id_count)] = i;
-                scope.id_count += 1;
+                scope.id(Self::int(j, peek)?)?;
             }
+            Rule::Index => {
+                if !in_scope {
+                    return Err(NotCommon);
+                }
+                if peek == Peek::Null {
+                    ok(j.known_null())?;
+                    scope.id(ok(i64::try_from(scope.position))?)?;
+                } else {
+                    scope.id(Self::int(j, peek)?)?;
+                }
+            }
+            Rule::Sequence => self.sequence = Some(Self::int(j, peek)?),
+            Rule::Empty => match peek {
+                Peek::Null => ok(j.known_null())?,
+                Peek::Array if ok(j.known_array())?.is_none() => {}
+                _ => return Err(NotCommon),
+            },
+            Rule::Unscanned => match peek {
+                Peek::True => {
+                    ok(j.known_bool(peek))?;
+                    scope.unscanned = true;
+                }
+                Peek::False => ok(j.known_bool(peek)).map(drop)?,
+                Peek::Null => ok(j.known_null())?,
+                _ => return Err(NotCommon),
+            },
             Rule::Null => {
                 if peek != Peek::Null {
                     return Err(NotCommon);
@@ -493,13 +598,34 @@ impl Scanner {
                     return Err(NotCommon);
                 }
                 let mut element = ok(j.known_array())?;
+                let mut position = 0;
                 while let Some(peek) = element {
                     if peek != Peek::Object {
                         return Err(NotCommon);
                     }
-                    let mut inner = Scope::new(self.found.len());
+                    let mut inner = Scope::new(self.found.len(), position);
                     self.object(j, fields, &mut inner, true, false)?;
                     self.close_scope(inner)?;
+                    element = ok(j.array_step())?;
+                    position += 1;
+                }
+            }
+            Rule::Parts(fields) => {
+                if peek != Peek::Array || !in_scope {
+                    return Err(NotCommon);
+                }
+                let mut element = ok(j.known_array())?;
+                while let Some(peek) = element {
+                    if peek != Peek::Object {
+                        return Err(NotCommon);
+                    }
+                    let (found, scratch) = (self.found.len(), self.scratch.len());
+                    scope.unscanned = false;
+                    self.object(j, fields, scope, true, false)?;
+                    if scope.unscanned {
+                        self.found.truncate(found);
+                        self.scratch.truncate(scratch);
+                    }
                     element = ok(j.array_step())?;
                 }
             }
