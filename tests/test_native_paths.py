@@ -1,8 +1,9 @@
 """The native fast paths against the Python rules they shortcut, byte for byte.
 
-- SSE: ``wrap_openai`` / ``wrap_anthropic`` (native parsing, the common text delta handled in
-  Rust) against the pure-Python stage ``SSEDriver`` (``SSEParser`` plus the machine for every
-  event) on generated bodies split anywhere: the same pieces, the same attributes.
+- SSE: ``wrap_openai`` / ``wrap_anthropic`` / ``wrap_responses`` / ``wrap_gemini`` (native
+  parsing, the common text delta handled in Rust) against the pure-Python stage ``SSEDriver``
+  (``SSEParser`` plus the machine for every event) on generated bodies split anywhere: the
+  same pieces, the same attributes.
 - SDK objects: ``wrap_chat`` / ``wrap_messages`` (a fast path of attribute reads and one native
   call) against ``ModelDriver`` over the same machine: the same objects (identity for unchanged
   ones, class and dump for changed ones), the same attributes.
@@ -28,9 +29,11 @@ from pydantic import TypeAdapter
 
 from stopstream import Regex
 from stopstream._adapter import ModelDriver, SyncAdapterStream
+from stopstream._responses import ResponsesMachine
 from stopstream.anthropic import MessagesMachine, _rebuild, wrap_messages
+from stopstream.gemini import GeminiMachine
 from stopstream.openai import ChatMachine, wrap_chat
-from stopstream.sse import SSEDriver, wrap_anthropic, wrap_openai
+from stopstream.sse import SSEDriver, wrap_anthropic, wrap_gemini, wrap_openai, wrap_responses
 
 # Characters that JSON escapes, multi-byte ones, and the letters the stops are made of.
 CHARS = list('ab "\\\n\t\x01\x1fé日😀/')
@@ -169,6 +172,172 @@ def messages_events(draw: st.DrawFn) -> list[list[str]]:
 
 
 @st.composite
+def responses_events(draw: st.DrawFn) -> list[list[str]]:
+    """The lines of each event of a Responses body: message items of one or two text parts
+    (keys like (0, 1) and (1, 0) both occur), reasoning and function-call items, logprobs now
+    and then, sequence numbers that sometimes repeat (the machine renumbers those) or are
+    missing, deltas of two parts interleaved, parts never closed (still open when the next
+    item's deltas come), and a terminal event or none."""
+    events: list[dict[str, Any]] = []
+    response = {"id": "resp_1", "object": "response", "status": "in_progress", "output": []}
+    events.append({"type": "response.created", "response": response})
+    if draw(st.booleans()):
+        events.append({"type": "response.in_progress", "response": response})
+    kinds = draw(
+        st.lists(
+            st.sampled_from(["message", "message", "reasoning", "call"]), min_size=1, max_size=2
+        )
+    )
+    for output_index, kind in enumerate(kinds):
+        item_id = f"item_{output_index}"
+        added = {"id": item_id, "type": kind, "status": "in_progress"}
+        events.append(
+            {"type": "response.output_item.added", "output_index": output_index, "item": added}
+        )
+        if kind == "reasoning":
+            for _ in range(draw(st.integers(0, 2))):
+                summary = {"item_id": item_id, "output_index": output_index, "summary_index": 0}
+                events.append(
+                    {
+                        "type": "response.reasoning_summary_text.delta",
+                        **summary,
+                        "delta": draw(TEXT),
+                    }
+                )
+        elif kind == "call":
+            for _ in range(draw(st.integers(0, 2))):
+                events.append(
+                    {
+                        "type": "response.function_call_arguments.delta",
+                        "item_id": item_id,
+                        "output_index": output_index,
+                        "delta": draw(TEXT),
+                    }
+                )
+        else:
+            n_parts = draw(st.integers(1, 2))
+            deltas: list[dict[str, Any]] = []
+            for content_index in range(n_parts):
+                where = {
+                    "item_id": item_id,
+                    "output_index": output_index,
+                    "content_index": content_index,
+                }
+                if draw(st.integers(0, 5)) > 0:
+                    part = {"type": "output_text", "text": "", "annotations": []}
+                    events.append({"type": "response.content_part.added", **where, "part": part})
+                for _ in range(draw(st.integers(0, 5))):
+                    delta: dict[str, Any] = {
+                        "type": "response.output_text.delta",
+                        **where,
+                        "delta": draw(TEXT),
+                    }
+                    logprobs = draw(
+                        st.sampled_from(
+                            [[], [], [], None, "absent", [{"token": "t", "logprob": -1.0}]]
+                        )
+                    )
+                    if logprobs != "absent":
+                        delta["logprobs"] = logprobs
+                    deltas.append(delta)
+            if draw(st.booleans()):
+                deltas = draw(st.permutations(deltas))  # two parts interleaved
+            events += deltas
+            for content_index in range(n_parts):
+                if draw(st.integers(0, 3)) == 0:
+                    continue  # left open: its deltas meet the next item's
+                where = {
+                    "item_id": item_id,
+                    "output_index": output_index,
+                    "content_index": content_index,
+                }
+                text = "".join(d["delta"] for d in deltas if d["content_index"] == content_index)
+                events.append(
+                    {"type": "response.output_text.done", **where, "text": text, "logprobs": []}
+                )
+                part = {"type": "output_text", "text": text, "annotations": []}
+                events.append({"type": "response.content_part.done", **where, "part": part})
+        done = {**added, "status": "completed"}
+        events.append(
+            {"type": "response.output_item.done", "output_index": output_index, "item": done}
+        )
+    terminal = draw(st.sampled_from(["response.completed", "response.incomplete", None]))
+    if terminal is not None:
+        events.append({"type": terminal, "response": {**response, "status": terminal[9:]}})
+    numbering = draw(st.sampled_from(["plain", "plain", "repeats", "none"]))
+    seq = 0
+    out: list[list[str]] = []
+    for event in events:
+        if numbering != "none":
+            if numbering == "repeats" and draw(st.integers(0, 5)) == 0:
+                seq -= 1
+            if draw(st.integers(0, 30)) > 0:
+                event = {"type": event["type"], "sequence_number": seq, **event}
+            seq += 1
+        if draw(st.integers(0, 9)) == 0:
+            out.append([": keep-alive"])
+        out.append([f"event: {event['type']}", "data: " + dumps(event)])
+    return out
+
+
+@st.composite
+def gemini_events(draw: st.DrawFn, n: int) -> list[list[str]]:
+    """The lines of each event of a Gemini ``alt=sse`` body: candidates with their ``index``
+    (or without it, or ``null``), text parts mixed with thought parts, function calls, empty and
+    signed parts, finish reasons, usage on every chunk, and chunks without candidates."""
+    usage = {"promptTokenCount": 4, "totalTokenCount": 9}
+    tail = {"usageMetadata": usage, "modelVersion": "gemini-x", "responseId": "r"}
+    part_kinds = st.sampled_from(
+        ["text", "text", "text", "thought", "call", "signed", "plain_false"]
+    )
+    events: list[list[str]] = []
+    for _ in range(draw(st.integers(1, 12))):
+        kind = draw(st.sampled_from(["chunk", "chunk", "chunk", "chunk", "other"]))
+        if kind == "other":
+            other = draw(
+                st.sampled_from(
+                    [
+                        {"promptFeedback": {"blockReason": "OTHER"}},
+                        {"candidates": [], **tail},
+                        {"error": {"code": 500}},
+                    ]
+                )
+            )
+            events.append(["data: " + dumps(other)])
+            continue
+        candidates = []
+        chosen = draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=n, unique=True))
+        if n > 1 and draw(st.integers(0, 9)) == 0:
+            chosen.append(chosen[0])  # one index twice
+        for position, index in enumerate(chosen):
+            parts: list[dict[str, Any]] = []
+            for part_kind in draw(st.lists(part_kinds, min_size=0, max_size=3)):
+                if part_kind == "text":
+                    parts.append({"text": draw(TEXT)})
+                elif part_kind == "thought":
+                    parts.append({"text": draw(TEXT), "thought": True})
+                elif part_kind == "plain_false":
+                    parts.append({"thought": False, "text": draw(TEXT)})
+                elif part_kind == "signed":
+                    parts.append({"text": draw(TEXT), "thoughtSignature": "c2ln"})
+                else:
+                    parts.append({"functionCall": {"name": "f", "args": {"a": [1, "x"]}}})
+            candidate: dict[str, Any] = {"content": {"parts": parts, "role": "model"}}
+            how = draw(st.sampled_from(["first", "last", "absent", "null"]))
+            if how == "first":
+                candidate = {"index": index, **candidate}
+            elif how == "last" or index != position:
+                candidate["index"] = index
+            elif how == "null":
+                candidate["index"] = None
+            if draw(st.integers(0, 9)) == 0:
+                candidate["finishReason"] = draw(st.sampled_from(["STOP", "MAX_TOKENS"]))
+            candidates.append(candidate)
+        events.append(["data: " + dumps({"candidates": candidates, **tail})])
+    return events
+
+
+@st.composite
 def bodies(draw: st.DrawFn, events: st.SearchStrategy[list[list[str]]]) -> list[bytes]:
     """A body split anywhere: optional byte order mark, one line ending, optional cut tail."""
     eol = draw(EOL)
@@ -234,6 +403,62 @@ def test_sse_anthropic_native_matches_python(
         machine.stop_sequence,
         machine.stop_index,
         machine.stop_reason,
+        machine.complete,
+        machine.pending,
+        machine.stopped,
+    )
+
+
+def responses_attributes(s: Any) -> tuple[Any, ...]:
+    return (
+        s.stop_sequence,
+        s.stop_index,
+        s.stop_sequences,
+        s.complete,
+        s.status,
+        s.pending,
+        s.stopped,
+    )
+
+
+@FAST
+@given(data=st.data(), stops=STOPS, include=st.booleans(), on_stop=ON_STOP)
+def test_sse_responses_native_matches_python(
+    data: st.DataObject, stops: list[str], include: bool, on_stop: str
+) -> None:
+    pieces = data.draw(bodies(responses_events()))
+    native = wrap_responses(pieces, stops, include_stop=include, on_stop=on_stop)  # type: ignore[arg-type]
+    machine = ResponsesMachine(stops, include, on_stop)  # type: ignore[arg-type]
+    python = SyncAdapterStream[bytes](pieces, SSEDriver(machine))
+    assert run(native) == run(python)
+    assert responses_attributes(native) == (
+        machine.stop_sequence,
+        machine.stop_index,
+        machine.stop_sequences,
+        machine.complete,
+        machine.status,
+        machine.pending,
+        machine.stopped,
+    )
+
+
+@FAST
+@given(data=st.data(), n=st.integers(1, 2), stops=STOPS, include=st.booleans(), on_stop=ON_STOP)
+def test_sse_gemini_native_matches_python(
+    data: st.DataObject, n: int, stops: list[str], include: bool, on_stop: str
+) -> None:
+    pieces = data.draw(bodies(gemini_events(n)))
+    count = data.draw(st.sampled_from([None, n]))
+    native = wrap_gemini(
+        pieces, stops, include_stop=include, on_stop=on_stop, candidate_count=count
+    )  # type: ignore[arg-type]
+    machine = GeminiMachine(stops, include, on_stop, count)  # type: ignore[arg-type]
+    python = SyncAdapterStream[bytes](pieces, SSEDriver(machine))
+    assert run(native) == run(python)
+    assert chat_attributes(native) == (
+        machine.stop_sequences,
+        machine.stop_indices,
+        machine.finish_reasons,
         machine.complete,
         machine.pending,
         machine.stopped,

@@ -160,9 +160,9 @@ class ResponsesMachine:
         return self._seq
 
     def note_sequence(self, seq: int) -> None:
-        """The native stage forwarded events numbered up to ``seq`` unchanged."""
+        """The native stage saw numbered events and forwarded those up to ``seq`` unchanged."""
         self._numbered = True
-        self._seq = seq
+        self._seq = max(self._seq, seq)
 
     # --- feeding --------------------------------------------------------------------------
 

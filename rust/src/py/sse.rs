@@ -261,8 +261,15 @@ impl SSEStage {
                 };
                 sink.bind(py).append(PyString::new(py, text))?;
             }
-            st.floor = sequence.unwrap_or(st.floor);
-            st.sequence = sequence;
+            // A delta held back whole is not emitted: it takes no number, but it tells the
+            // machine that the upstream numbers its events.
+            match sequence {
+                Some(n) if st.ranges.first().is_some_and(|&(x, y)| x < y) => {
+                    st.floor = n;
+                    st.sequence = Some(n);
+                }
+                _ => st.sequence = Some(st.sequence.unwrap_or(st.floor)),
+            }
         }
         if st.kind == Kind::Chat {
             st.template.clear();
