@@ -176,8 +176,8 @@ def responses_events(draw: st.DrawFn) -> list[list[str]]:
     """The lines of each event of a Responses body: message items of one or two text parts
     (keys like (0, 1) and (1, 0) both occur), reasoning and function-call items, logprobs now
     and then, sequence numbers that sometimes repeat (the machine renumbers those) or are
-    missing, deltas of two parts interleaved, parts never closed (still open when the next
-    item's deltas come), and a terminal event or none."""
+    missing, deltas of two parts interleaved, items interleaved, parts never closed (still
+    open when the next item's deltas come), and a terminal event or none."""
     events: list[dict[str, Any]] = []
     response = {"id": "resp_1", "object": "response", "status": "in_progress", "output": []}
     events.append({"type": "response.created", "response": response})
@@ -188,16 +188,19 @@ def responses_events(draw: st.DrawFn) -> list[list[str]]:
             st.sampled_from(["message", "message", "reasoning", "call"]), min_size=1, max_size=2
         )
     )
+    items: list[list[dict[str, Any]]] = []
     for output_index, kind in enumerate(kinds):
         item_id = f"item_{output_index}"
+        item: list[dict[str, Any]] = []
+        items.append(item)
         added = {"id": item_id, "type": kind, "status": "in_progress"}
-        events.append(
+        item.append(
             {"type": "response.output_item.added", "output_index": output_index, "item": added}
         )
         if kind == "reasoning":
             for _ in range(draw(st.integers(0, 2))):
                 summary = {"item_id": item_id, "output_index": output_index, "summary_index": 0}
-                events.append(
+                item.append(
                     {
                         "type": "response.reasoning_summary_text.delta",
                         **summary,
@@ -206,7 +209,7 @@ def responses_events(draw: st.DrawFn) -> list[list[str]]:
                 )
         elif kind == "call":
             for _ in range(draw(st.integers(0, 2))):
-                events.append(
+                item.append(
                     {
                         "type": "response.function_call_arguments.delta",
                         "item_id": item_id,
@@ -225,7 +228,7 @@ def responses_events(draw: st.DrawFn) -> list[list[str]]:
                 }
                 if draw(st.integers(0, 5)) > 0:
                     part = {"type": "output_text", "text": "", "annotations": []}
-                    events.append({"type": "response.content_part.added", **where, "part": part})
+                    item.append({"type": "response.content_part.added", **where, "part": part})
                 for _ in range(draw(st.integers(0, 5))):
                     delta: dict[str, Any] = {
                         "type": "response.output_text.delta",
@@ -242,7 +245,7 @@ def responses_events(draw: st.DrawFn) -> list[list[str]]:
                     deltas.append(delta)
             if draw(st.booleans()):
                 deltas = draw(st.permutations(deltas))  # two parts interleaved
-            events += deltas
+            item += deltas
             for content_index in range(n_parts):
                 if draw(st.integers(0, 3)) == 0:
                     continue  # left open: its deltas meet the next item's
@@ -252,15 +255,21 @@ def responses_events(draw: st.DrawFn) -> list[list[str]]:
                     "content_index": content_index,
                 }
                 text = "".join(d["delta"] for d in deltas if d["content_index"] == content_index)
-                events.append(
+                item.append(
                     {"type": "response.output_text.done", **where, "text": text, "logprobs": []}
                 )
                 part = {"type": "output_text", "text": text, "annotations": []}
-                events.append({"type": "response.content_part.done", **where, "part": part})
+                item.append({"type": "response.content_part.done", **where, "part": part})
         done = {**added, "status": "completed"}
-        events.append(
+        item.append(
             {"type": "response.output_item.done", "output_index": output_index, "item": done}
         )
+    if draw(st.booleans()):
+        events += [e for item in items for e in item]
+    else:  # the items' events interleaved, each item's in its order
+        while any(items):
+            left = [item for item in items if item]
+            events.append(left[draw(st.integers(0, len(left) - 1))].pop(0))
     terminal = draw(st.sampled_from(["response.completed", "response.incomplete", None]))
     if terminal is not None:
         events.append({"type": terminal, "response": {**response, "status": terminal[9:]}})
