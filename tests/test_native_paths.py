@@ -176,8 +176,8 @@ def responses_events(draw: st.DrawFn) -> list[list[str]]:
     """The lines of each event of a Responses body: message items of one or two text parts
     (keys like (0, 1) and (1, 0) both occur), reasoning and function-call items, logprobs now
     and then, sequence numbers that sometimes repeat (the machine renumbers those) or are
-    missing, deltas of two parts interleaved, items interleaved, parts never closed (still
-    open when the next item's deltas come), and a terminal event or none."""
+    missing, keys in any order, deltas of two parts interleaved, items interleaved, parts never
+    closed (still open when the next item's deltas come), and a terminal event or none."""
     events: list[dict[str, Any]] = []
     response = {"id": "resp_1", "object": "response", "status": "in_progress", "output": []}
     events.append({"type": "response.created", "response": response})
@@ -283,6 +283,8 @@ def responses_events(draw: st.DrawFn) -> list[list[str]]:
             if draw(st.integers(0, 30)) > 0:
                 event = {"type": event["type"], "sequence_number": seq, **event}
             seq += 1
+        if draw(st.integers(0, 4)) == 0:
+            event = dict(draw(st.permutations(list(event.items()))))  # keys in any order
         if draw(st.integers(0, 9)) == 0:
             out.append([": keep-alive"])
         out.append([f"event: {event['type']}", "data: " + dumps(event)])
@@ -567,6 +569,29 @@ def test_a_spliced_event_keeps_every_other_byte() -> None:
     chunk = 'id: 3\ndata:  { "x" : 1 , "choices":[ {"delta":{"content" : %s},"index":0} ]}\n\n'
     out = b"".join(wrap_openai([(role + chunk % '"a\\u0041 ST"').encode()], ["STOP"]))
     assert out == (role + chunk % '"aA "').encode()
+
+
+def test_responses_part_keys_are_read_by_name_not_by_place() -> None:
+    # Parts (0, 1) and (1, 0) both open, their deltas naming content_index first.
+    head = [
+        {"type": "response.created", "sequence_number": 0, "response": {"id": "r"}},
+        {"type": "response.output_item.added", "sequence_number": 1, "output_index": 0},
+        {"type": "response.output_item.added", "sequence_number": 2, "output_index": 1},
+    ]
+    deltas = []
+    for n, (o, c, text) in enumerate(
+        [(0, 1, "x"), (1, 0, "y"), (0, 1, "a"), (1, 0, "z"), (0, 1, "b"), (1, 0, "STOP")]
+    ):
+        delta = {"content_index": c, "output_index": o, "delta": text, "logprobs": []}
+        kind = {"type": "response.output_text.delta", "sequence_number": 3 + n}
+        deltas.append({**kind, **delta})
+    events = [*head, *deltas]
+    data = "".join(f"event: {e['type']}\ndata: {dumps(e)}\n\n" for e in events).encode()
+    stops = ["STOP", "ab"]
+    native = wrap_responses([data], stops)
+    machine = ResponsesMachine(stops)
+    assert run(native) == run(SyncAdapterStream[bytes]([data], SSEDriver(machine)))
+    assert native.stop_sequences == machine.stop_sequences == {(0, 1): "ab", (1, 0): None}
 
 
 def test_lone_surrogates_go_to_the_python_path() -> None:

@@ -201,10 +201,11 @@ pub enum Rule {
     Text,
     /// The text to scan if the field is there (in the elements of a [`Rule::Parts`] array).
     OptionalText,
-    /// An integer naming the text stream (up to two per stream: `(output, part)`, say).
-    Id,
-    /// An integer naming the text stream; absent or `null`, the element's position in its
-    /// [`Rule::Each`] array (Gemini's candidate `index`).
+    /// An integer naming the text stream, the stream id's part at this position (up to two
+    /// per stream: `(output, part)`, say), wherever the key sits in the object.
+    Id(usize),
+    /// An integer naming the text stream (a one-part id); absent or `null`, the element's
+    /// position in its [`Rule::Each`] array (Gemini's candidate `index`).
     Index,
     /// `null` or absent (a `finish_reason`, a `usage`): anything else is not the common case.
     Null,
@@ -263,7 +264,7 @@ pub const CHAT: Shape = Shape {
         Field {
             key: "choices",
             rule: Rule::Each(&[
-                Field { key: "index", rule: Rule::Id },
+                Field { key: "index", rule: Rule::Id(0) },
                 Field { key: "finish_reason", rule: Rule::Null },
                 Field {
                     key: "delta",
@@ -280,7 +281,7 @@ pub const CHAT: Shape = Shape {
 pub const MESSAGES: Shape = Shape {
     fields: &[
         Field { key: "type", rule: Rule::Is("content_block_delta") },
-        Field { key: "index", rule: Rule::Id },
+        Field { key: "index", rule: Rule::Id(0) },
         Field {
             key: "delta",
             rule: Rule::Object(&[
@@ -297,8 +298,8 @@ pub const MESSAGES: Shape = Shape {
 pub const RESPONSES: Shape = Shape {
     fields: &[
         Field { key: "type", rule: Rule::Is("response.output_text.delta") },
-        Field { key: "output_index", rule: Rule::Id },
-        Field { key: "content_index", rule: Rule::Id },
+        Field { key: "output_index", rule: Rule::Id(0) },
+        Field { key: "content_index", rule: Rule::Id(1) },
         Field { key: "delta", rule: Rule::Text },
         Field { key: "sequence_number", rule: Rule::Sequence },
         Field { key: "logprobs", rule: Rule::Empty },
@@ -336,7 +337,7 @@ pub const GEMINI: Shape = Shape {
 /// One text found by a scan.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Found {
-    /// The stream's id fields, in the order met (unused ones are 0).
+    /// The stream's id, part by part as the shape numbers them (unused parts are 0).
     pub ids: [i64; 2],
     /// How many ids the stream has.
     pub id_count: u8,
@@ -400,11 +401,11 @@ impl Scope {
         Scope { ids: [0; 2], id_count: 0, first, position, unscanned: false }
     }
 
-    fn id(&mut self, id: i64) -> Result<(), NotCommon> {
-        if self.id_count >= 2 {
+    fn id(&mut self, slot: usize, id: i64) -> Result<(), NotCommon> {
+        if self.id_count >= 2 || slot >= 2 {
             return Err(NotCommon);
         }
-        self.ids[usize::from(self.id_count)] = id;
+        self.ids[slot] = id;
         self.id_count += 1;
         Ok(())
     }
@@ -506,7 +507,7 @@ impl Scanner {
                     return Err(NotCommon);
                 }
                 if let Rule::Index = field.rule {
-                    scope.id(ok(i64::try_from(scope.position))?)?;
+                    scope.id(0, ok(i64::try_from(scope.position))?)?;
                 }
             }
         }
@@ -535,11 +536,11 @@ impl Scanner {
                 let text = from..self.scratch.len();
                 self.found.push(Found { ids: [0; 2], id_count: 0, group: 0, span, text });
             }
-            Rule::Id => {
+            Rule::Id(slot) => {
                 if !in_scope {
                     return Err(NotCommon);
                 }
-                scope.id(Self::int(j, peek)?)?;
+                scope.id(*slot, Self::int(j, peek)?)?;
             }
             Rule::Index => {
                 if !in_scope {
@@ -547,9 +548,9 @@ impl Scanner {
                 }
                 if peek == Peek::Null {
                     ok(j.known_null())?;
-                    scope.id(ok(i64::try_from(scope.position))?)?;
+                    scope.id(0, ok(i64::try_from(scope.position))?)?;
                 } else {
-                    scope.id(Self::int(j, peek)?)?;
+                    scope.id(0, Self::int(j, peek)?)?;
                 }
             }
             Rule::Sequence => self.sequence = Some(Self::int(j, peek)?),
@@ -842,18 +843,144 @@ mod tests {
         }
     }
 
+    /// Texts found as (ids, id count, group, JSON token, decoded text); `None` for the slow
+    /// path, `Some(vec![])` for another kind of event.
+    type Found2 = Option<Vec<([i64; 2], u8, usize, String, String)>>;
+
+    fn found(shape: &Shape, data: &str) -> (Found2, Option<i64>) {
+        let mut s = Scanner::new();
+        let texts = match s.scan(shape, data.as_bytes()) {
+            Scan::Texts => Some(
+                s.found
+                    .iter()
+                    .map(|f| {
+                        let text = String::from_utf8(s.scratch[f.text.clone()].to_vec()).unwrap();
+                        (f.ids, f.id_count, f.group, data[f.span.clone()].to_string(), text)
+                    })
+                    .collect(),
+            ),
+            Scan::Other => Some(vec![]),
+            Scan::Slow => None,
+        };
+        (texts, s.sequence)
+    }
+
     #[test]
     fn responses_scan_table() {
-        let data = r#"{"type":"response.output_text.delta","item_id":"msg_1","output_index":2,"content_index":1,"delta":"Hi \"x\"","sequence_number":7,"logprobs":[]}"#;
-        let mut s = Scanner::new();
-        assert_eq!(s.scan(&RESPONSES, data.as_bytes()), Scan::Texts);
-        let f = &s.found[0];
-        assert_eq!((f.ids, f.id_count), ([2, 1], 2));
-        assert_eq!(&s.scratch[f.text.clone()], b"Hi \"x\"");
-        assert_eq!(&data[f.span.clone()], r#""Hi \"x\"""#);
-        let done = r#"{"type":"response.output_text.done","output_index":0}"#;
-        assert_eq!(s.scan(&RESPONSES, done.as_bytes()), Scan::Other);
-        assert_eq!(s.other, "response.output_text.done");
+        let f = |ids: [i64; 2], token: &str, text: &str| {
+            Some(vec![(ids, 2, 0, token.to_string(), text.to_string())])
+        };
+        let d = r#""type":"response.output_text.delta""#;
+        let cases: Vec<(String, Found2, Option<i64>)> = vec![
+            (
+                format!(
+                    r#"{{{d},"item_id":"msg_1","output_index":2,"content_index":1,"delta":"Hi \"x\"","sequence_number":7,"logprobs":[]}}"#
+                ),
+                f([2, 1], r#""Hi \"x\"""#, "Hi \"x\""),
+                Some(7),
+            ),
+            (
+                format!(
+                    r#"{{"sequence_number":3,"content_index":0,{d},"output_index":1,"delta":"a","obfuscation":"xyz"}}"#
+                ),
+                f([1, 0], "\"a\"", "a"),
+                Some(3),
+            ),
+            (
+                format!(
+                    r#"{{{d},"output_index":0,"content_index":0,"delta":"a","sequence_number":3,"logprobs":null}}"#
+                ),
+                f([0, 0], "\"a\"", "a"),
+                Some(3),
+            ),
+            // Never parsed past the type.
+            (r#"{"type":"response.output_text.done","output_index":0,"#.into(), Some(vec![]), None),
+            // Logprobs, no number, a float number, a missing id: the machine's rules.
+            (
+                format!(
+                    r#"{{{d},"output_index":0,"content_index":0,"delta":"a","sequence_number":3,"logprobs":[{{"token":"a"}}]}}"#
+                ),
+                None,
+                None,
+            ),
+            (format!(r#"{{{d},"output_index":0,"content_index":0,"delta":"a"}}"#), None, None),
+            (
+                format!(
+                    r#"{{{d},"output_index":0,"content_index":0,"delta":"a","sequence_number":3.0}}"#
+                ),
+                None,
+                None,
+            ),
+            (format!(r#"{{{d},"output_index":0,"delta":"a","sequence_number":3}}"#), None, None),
+            (
+                format!(
+                    r#"{{{d},"output_index":0,"content_index":0,"delta":null,"sequence_number":3}}"#
+                ),
+                None,
+                None,
+            ),
+        ];
+        for (data, texts, sequence) in cases {
+            let (got, seq) = found(&RESPONSES, &data);
+            assert_eq!(got, texts, "{data}");
+            if got.as_ref().is_some_and(|t| !t.is_empty()) {
+                assert_eq!(seq, sequence, "{data}");
+            }
+        }
+    }
+
+    #[test]
+    fn gemini_scan_table() {
+        let t = |id: i64, group: usize, token: &str, text: &str| {
+            ([id, 0], 1, group, token.to_string(), text.to_string())
+        };
+        let cases: &[(&str, Found2)] = &[
+            (
+                r#"{"candidates":[{"content":{"parts":[{"text":"Hi"}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":3}}"#,
+                Some(vec![t(0, 0, "\"Hi\"", "Hi")]),
+            ),
+            // Spaces after colons, as the API writes them; no index: the position.
+            (
+                r#"{"candidates": [{"content": {"parts": [{"text": "a\nb"}],"role": "model"}}],"modelVersion": "g"}"#,
+                Some(vec![t(0, 0, r#""a\nb""#, "a\nb")]),
+            ),
+            // Thought parts and function calls are skipped; texts of a candidate in order.
+            (
+                r#"{"candidates":[{"content":{"parts":[{"text":"plan","thought":true},{"text":"a"},{"functionCall":{"name":"f","args":{"x":[1,{"text":"no"}]}}},{"thought":false,"text":"b","thoughtSignature":"c2ln"}]}}]}"#,
+                Some(vec![t(0, 0, "\"a\"", "a"), t(0, 0, "\"b\"", "b")]),
+            ),
+            (
+                r#"{"candidates":[{"content":{"parts":[{"text":"x"}]},"index":null},{"index":1,"content":{"parts":[{"text":"y"}]}}]}"#,
+                Some(vec![t(0, 0, "\"x\"", "x"), t(1, 1, "\"y\"", "y")]),
+            ),
+            (
+                r#"{"candidates":[{"content":{"parts":[{"text":"x"}]},"index":1},{"content":{"parts":[{"text":"y"}]},"index":0}]}"#,
+                Some(vec![t(1, 0, "\"x\"", "x"), t(0, 1, "\"y\"", "y")]),
+            ),
+            (r#"{"candidates":[],"usageMetadata":{}}"#, Some(vec![])),
+            // The machine's rules: a finish reason, no scanned text in a candidate, no parts,
+            // no candidates, odd values.
+            (
+                r#"{"candidates":[{"content":{"parts":[{"text":"x"}]},"finishReason":"STOP"}]}"#,
+                None,
+            ),
+            (
+                r#"{"candidates":[{"content":{"parts":[{"text":"x"}]},"finish_reason":"STOP"}]}"#,
+                None,
+            ),
+            (r#"{"candidates":[{"content":{"parts":[{"text":"x","thought":true}]}}]}"#, None),
+            (r#"{"candidates":[{"content":{"parts":[{"functionCall":{}}]}}]}"#, None),
+            (r#"{"candidates":[{"content":{"role":"model"}}]}"#, None),
+            (r#"{"promptFeedback":{"blockReason":"OTHER"}}"#, None),
+            (r#"{"candidates":[{"content":{"parts":[{"text":"x","thought":1}]}}]}"#, None),
+            (r#"{"candidates":[{"content":{"parts":[{"text":null}]}}]}"#, None),
+            (r#"{"candidates":[{"content":{"parts":[{"text":"x"}]},"index":"0"}]}"#, None),
+            (r#"{"candidates":[{"content":{"parts":["x"]}}]}"#, None),
+            (r#"{"candidates":[{"content":{"parts":[{"text":"x","text":"y"}]}}]}"#, None),
+        ];
+        for (data, want) in cases {
+            assert_eq!(&found(&GEMINI, data).0, want, "{data}");
+        }
     }
 
     #[test]
