@@ -598,40 +598,60 @@ impl Scanner {
                 if peek != Peek::Array || in_scope {
                     return Err(NotCommon);
                 }
-                let mut element = ok(j.known_array())?;
-                let mut position = 0;
-                while let Some(peek) = element {
-                    if peek != Peek::Object {
-                        return Err(NotCommon);
-                    }
-                    let mut inner = Scope::new(self.found.len(), position);
-                    self.object(j, fields, &mut inner, true, false)?;
-                    self.close_scope(inner)?;
-                    element = ok(j.array_step())?;
-                    position += 1;
-                }
+                self.each(j, fields)?;
             }
             Rule::Parts(fields) => {
                 if peek != Peek::Array || !in_scope {
                     return Err(NotCommon);
                 }
-                let mut element = ok(j.known_array())?;
-                while let Some(peek) = element {
-                    if peek != Peek::Object {
-                        return Err(NotCommon);
-                    }
-                    let (found, scratch) = (self.found.len(), self.scratch.len());
-                    scope.unscanned = false;
-                    self.object(j, fields, scope, true, false)?;
-                    if scope.unscanned {
-                        self.found.truncate(found);
-                        self.scratch.truncate(scratch);
-                    }
-                    element = ok(j.array_step())?;
-                }
+                self.parts(j, fields, scope)?;
             }
         }
         Ok(Flow::Done)
+    }
+}
+
+impl Scanner {
+    /// Reads the array whose `[` is next, each element one text stream.
+    fn each(&mut self, j: &mut Jiter<'_>, fields: &[Field]) -> Result<(), NotCommon> {
+        let mut element = ok(j.known_array())?;
+        let mut position = 0;
+        while let Some(peek) = element {
+            if peek != Peek::Object {
+                return Err(NotCommon);
+            }
+            let mut inner = Scope::new(self.found.len(), position);
+            self.object(j, fields, &mut inner, true, false)?;
+            self.close_scope(inner)?;
+            element = ok(j.array_step())?;
+            position += 1;
+        }
+        Ok(())
+    }
+
+    /// Reads the array whose `[` is next, its elements' texts the stream's (but for the
+    /// elements marked [`Rule::Unscanned`]).
+    fn parts(
+        &mut self,
+        j: &mut Jiter<'_>,
+        fields: &[Field],
+        scope: &mut Scope,
+    ) -> Result<(), NotCommon> {
+        let mut element = ok(j.known_array())?;
+        while let Some(peek) = element {
+            if peek != Peek::Object {
+                return Err(NotCommon);
+            }
+            let (found, scratch) = (self.found.len(), self.scratch.len());
+            scope.unscanned = false;
+            self.object(j, fields, scope, true, false)?;
+            if scope.unscanned {
+                self.found.truncate(found);
+                self.scratch.truncate(scratch);
+            }
+            element = ok(j.array_step())?;
+        }
+        Ok(())
     }
 }
 

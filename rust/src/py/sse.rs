@@ -218,9 +218,44 @@ impl SSEStage {
             Scan::Texts => {}
         }
         let sequence = st.scanner.sequence;
-        if st.kind == Kind::Responses && !sequence.is_some_and(|n| n > st.floor) {
+        if st.kind == Kind::Responses && sequence.is_none_or(|n| n <= st.floor) {
             return Ok(Outcome::Slow); // the machine renumbers it
         }
+        if !Self::feed(py, st)? {
+            return Ok(Outcome::Slow);
+        }
+        if st.kind == Kind::Responses && !Self::note_responses(py, st, sequence)? {
+            return Ok(Outcome::Slow);
+        }
+        let raw = st.parser.raw();
+        let value = &raw[a..b];
+        if st.kind == Kind::Chat {
+            st.template.clear();
+            st.template.extend_from_slice(value);
+            st.template_fresh = true;
+        }
+        let found = &st.scanner.found;
+        let scratch = &st.scanner.scratch;
+        let emitted = &st.emitted;
+        let changed = |(f, &(x, y)): (&crate::sse::Found, &(usize, usize))| {
+            let new = &emitted[x..y];
+            (new != &scratch[f.text.clone()]).then(|| (f.span.start + a..f.span.end + a, new))
+        };
+        if st.kind.drops_held() && st.ranges.first().is_some_and(|&(x, y)| x == y) {
+            return Ok(Outcome::Done); // a text delta held back whole is not emitted
+        }
+        let mut edits = found.iter().zip(&st.ranges).filter_map(changed).peekable();
+        if edits.peek().is_none() {
+            out.extend_from_slice(raw);
+        } else {
+            splice(raw, edits, out);
+        }
+        Ok(Outcome::Done)
+    }
+
+    /// Feeds the texts found to their streams' filters, unless one is not an open stream's or
+    /// would fire a stop: then every filter is put back, and `false`.
+    fn feed(py: Python<'_>, st: &mut StageState) -> PyResult<bool> {
         let found = &st.scanner.found;
         st.emitted.clear();
         st.ranges.clear();
@@ -245,53 +280,41 @@ impl SSEStage {
             };
             if fed.is_none() {
                 Self::restore(py, &st.table, &st.befores)?;
-                return Ok(Outcome::Slow);
+                return Ok(false);
             }
         }
-        if st.kind == Kind::Responses {
-            for (f, &(x, y)) in found.iter().zip(&st.ranges) {
-                let entry = st.table.iter().find(|e| e.ids == f.ids && e.id_count == f.id_count);
-                let Some(sink) = entry.and_then(|e| e.sink.as_ref()) else { continue };
-                if x == y {
-                    continue;
-                }
-                let Ok(text) = std::str::from_utf8(&st.emitted[x..y]) else {
-                    Self::restore(py, &st.table, &st.befores)?;
-                    return Ok(Outcome::Slow);
-                };
-                sink.bind(py).append(PyString::new(py, text))?;
+        Ok(true)
+    }
+
+    /// Responses: what the machine would record of a delta handled here. The text emitted
+    /// goes to its part's list, and the sequence number is kept for the machine (a delta held
+    /// back whole is not emitted: it takes no number, but it tells the machine that the
+    /// upstream numbers its events). `false`, with the filters put back, for an emitted text
+    /// that is not UTF-8.
+    fn note_responses(
+        py: Python<'_>,
+        st: &mut StageState,
+        sequence: Option<i64>,
+    ) -> PyResult<bool> {
+        for (&(x, y), &(i, _)) in st.ranges.iter().zip(&st.befores) {
+            let Some(sink) = &st.table[i].sink else { continue };
+            if x == y {
+                continue;
             }
-            // A delta held back whole is not emitted: it takes no number, but it tells the
-            // machine that the upstream numbers its events.
-            match sequence {
-                Some(n) if st.ranges.first().is_some_and(|&(x, y)| x < y) => {
-                    st.floor = n;
-                    st.sequence = Some(n);
-                }
-                _ => st.sequence = Some(st.sequence.unwrap_or(st.floor)),
+            let Ok(text) = std::str::from_utf8(&st.emitted[x..y]) else {
+                Self::restore(py, &st.table, &st.befores)?;
+                return Ok(false);
+            };
+            sink.bind(py).append(PyString::new(py, text))?;
+        }
+        match sequence {
+            Some(n) if st.ranges.first().is_some_and(|&(x, y)| x < y) => {
+                st.floor = n;
+                st.sequence = Some(n);
             }
+            _ => st.sequence = Some(st.sequence.unwrap_or(st.floor)),
         }
-        if st.kind == Kind::Chat {
-            st.template.clear();
-            st.template.extend_from_slice(value);
-            st.template_fresh = true;
-        }
-        let scratch = &st.scanner.scratch;
-        let emitted = &st.emitted;
-        let changed = |(f, &(x, y)): (&crate::sse::Found, &(usize, usize))| {
-            let new = &emitted[x..y];
-            (new != &scratch[f.text.clone()]).then(|| (f.span.start + a..f.span.end + a, new))
-        };
-        if st.kind.drops_held() && st.ranges.first().is_some_and(|&(x, y)| x == y) {
-            return Ok(Outcome::Done); // a text delta held back whole is not emitted
-        }
-        let mut edits = found.iter().zip(&st.ranges).filter_map(changed).peekable();
-        if edits.peek().is_none() {
-            out.extend_from_slice(raw);
-        } else {
-            splice(raw, edits, out);
-        }
-        Ok(Outcome::Done)
+        Ok(true)
     }
 
     /// Puts back the filters fed for the event being handled.
