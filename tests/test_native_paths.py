@@ -28,7 +28,7 @@ from openai.types.chat import ChatCompletionChunk
 from pydantic import TypeAdapter
 
 from stopstream import Regex
-from stopstream._adapter import ModelDriver, SyncAdapterStream
+from stopstream._adapter import ModelDriver, OnStop, SyncAdapterStream
 from stopstream._responses import ResponsesMachine
 from stopstream.anthropic import MessagesMachine, _rebuild, wrap_messages
 from stopstream.gemini import GeminiMachine
@@ -435,11 +435,11 @@ def responses_attributes(s: Any) -> tuple[Any, ...]:
 @FAST
 @given(data=st.data(), stops=STOPS, include=st.booleans(), on_stop=ON_STOP)
 def test_sse_responses_native_matches_python(
-    data: st.DataObject, stops: list[str], include: bool, on_stop: str
+    data: st.DataObject, stops: list[str], include: bool, on_stop: OnStop
 ) -> None:
     pieces = data.draw(bodies(responses_events()))
-    native = wrap_responses(pieces, stops, include_stop=include, on_stop=on_stop)  # type: ignore[arg-type]
-    machine = ResponsesMachine(stops, include, on_stop)  # type: ignore[arg-type]
+    native = wrap_responses(pieces, stops, include_stop=include, on_stop=on_stop)
+    machine = ResponsesMachine(stops, include, on_stop)
     python = SyncAdapterStream[bytes](pieces, SSEDriver(machine))
     assert run(native) == run(python)
     assert responses_attributes(native) == (
@@ -456,14 +456,14 @@ def test_sse_responses_native_matches_python(
 @FAST
 @given(data=st.data(), n=st.integers(1, 2), stops=STOPS, include=st.booleans(), on_stop=ON_STOP)
 def test_sse_gemini_native_matches_python(
-    data: st.DataObject, n: int, stops: list[str], include: bool, on_stop: str
+    data: st.DataObject, n: int, stops: list[str], include: bool, on_stop: OnStop
 ) -> None:
     pieces = data.draw(bodies(gemini_events(n)))
     count = data.draw(st.sampled_from([None, n]))
     native = wrap_gemini(
         pieces, stops, include_stop=include, on_stop=on_stop, candidate_count=count
-    )  # type: ignore[arg-type]
-    machine = GeminiMachine(stops, include, on_stop, count)  # type: ignore[arg-type]
+    )
+    machine = GeminiMachine(stops, include, on_stop, count)
     python = SyncAdapterStream[bytes](pieces, SSEDriver(machine))
     assert run(native) == run(python)
     assert chat_attributes(native) == (

@@ -68,7 +68,7 @@ from stopstream._adapter import (
     OnStop,
     SyncAdapterStream,
 )
-from stopstream._core import StopFilter, _SSEStage
+from stopstream._core import _SSEStage
 from stopstream._responses import ResponsesMachine, ResponsesResult
 from stopstream.anthropic import MessagesMachine, _MessagesResult
 from stopstream.gemini import GeminiMachine, GeminiResult

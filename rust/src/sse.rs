@@ -312,6 +312,15 @@ pub const RESPONSES: Shape = Shape {
 /// with no finish reason. The chunk's other fields (`usageMetadata`, `modelVersion`, ...)
 /// are skipped; so are the parts' other fields and the parts without `text` (function calls,
 /// inline data).
+///
+/// Any number of text parts per candidate: the adapter feeds a candidate's text parts in
+/// order through its one filter, and when no stop fires (the only case handled natively)
+/// each part's new text depends on the filter and that part alone, so feeding them in order
+/// and splicing each part gives the adapter's bytes; a stop (later parts dropped, a finish
+/// reason added) is the adapter's. Each candidate must hold at least one scanned text: a
+/// candidate is recognised as open by its text's stream, and one without (a chunk of thought
+/// parts only) could name a candidate the adapter has not seen yet, which it would register;
+/// such chunks take the adapter's path.
 pub const GEMINI: Shape = Shape {
     fields: &[Field {
         key: "candidates",
