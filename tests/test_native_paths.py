@@ -294,8 +294,10 @@ def responses_events(draw: st.DrawFn) -> list[list[str]]:
 @st.composite
 def gemini_events(draw: st.DrawFn, n: int) -> list[list[str]]:
     """The lines of each event of a Gemini ``alt=sse`` body: candidates with their ``index``
-    (or without it, or ``null``), text parts mixed with thought parts, function calls, empty and
-    signed parts, finish reasons, usage on every chunk, and chunks without candidates."""
+    (or, where it is their position, without it or with ``null``; three candidates give
+    chunks like ``[{"index": 2}, {}]``), text parts mixed with thought parts, function calls,
+    empty and signed parts, finish reasons, usage on every chunk, and chunks without
+    candidates."""
     usage = {"promptTokenCount": 4, "totalTokenCount": 9}
     tail = {"usageMetadata": usage, "modelVersion": "gemini-x", "responseId": "r"}
     part_kinds = st.sampled_from(
@@ -454,7 +456,7 @@ def test_sse_responses_native_matches_python(
 
 
 @FAST
-@given(data=st.data(), n=st.integers(1, 2), stops=STOPS, include=st.booleans(), on_stop=ON_STOP)
+@given(data=st.data(), n=st.integers(1, 3), stops=STOPS, include=st.booleans(), on_stop=ON_STOP)
 def test_sse_gemini_native_matches_python(
     data: st.DataObject, n: int, stops: list[str], include: bool, on_stop: OnStop
 ) -> None:
@@ -592,6 +594,25 @@ def test_responses_part_keys_are_read_by_name_not_by_place() -> None:
     machine = ResponsesMachine(stops)
     assert run(native) == run(SyncAdapterStream[bytes]([data], SSEDriver(machine)))
     assert native.stop_sequences == machine.stop_sequences == {(0, 1): "ab", (1, 0): None}
+
+
+def test_gemini_candidates_without_index_are_named_by_position() -> None:
+    # Three candidates, then a chunk whose second candidate has no index: it is candidate 1,
+    # whose held "a" meets the "b".
+    def chunk(*candidates: dict[str, Any]) -> str:
+        return "data: " + dumps({"candidates": list(candidates)}) + "\r\n\r\n"
+
+    def cand(text: str, **index: int) -> dict[str, Any]:
+        return {"content": {"parts": [{"text": text}], "role": "model"}, **index}
+
+    first = chunk(cand("x", index=0), cand("y a", index=1), cand("z", index=2))
+    data = (first + chunk(cand("q", index=2), cand("b c")) + chunk(cand("w", index=0))).encode()
+    stops = ["STOP", "ab"]
+    native = wrap_gemini([data], stops)
+    machine = GeminiMachine(stops)
+    assert run(native) == run(SyncAdapterStream[bytes]([data], SSEDriver(machine)))
+    assert native.stop_sequences == machine.stop_sequences == {0: None, 1: "ab", 2: None}
+    assert native.pending == machine.pending == {0: "", 2: ""}
 
 
 def test_lone_surrogates_go_to_the_python_path() -> None:
