@@ -546,8 +546,9 @@ class _SSEStage:
         shape: Literal["chat", "messages", "responses", "gemini"],
         event: type[Any],
     ) -> Self:
-        """``driver``: a ``stopstream.sse.SSEDriver``; ``shape``: where the text sits;
-        ``event``: the class of the events handed to the driver (``stopstream.sse.Event``)."""
+        """``driver``: a ``stopstream.sse.SSEDriver``; ``shape``: the provider's event shape
+        (OpenAI Chat Completions, Anthropic Messages, OpenAI Responses, Gemini); ``event``: the
+        class of the events handed to the driver (``stopstream.sse.Event``)."""
     def push(self, item: bytes | bytearray | memoryview | str) -> bytes:
         """Parses a body chunk; returns the bytes to forward (empty for none)."""
     @property
