@@ -1,8 +1,9 @@
 """The provider adapters against what the gateway spends anyway, side by side in one run.
 
-- ``sse.wrap_openai`` / ``sse.wrap_anthropic`` per event against ``json.loads`` of the event's
-  data (the least a gateway that looks at the events pays), and their throughput in MB/s of
-  body against a plain pass-through of the same body chunks;
+- ``sse.wrap_openai`` / ``sse.wrap_anthropic`` / ``sse.wrap_responses`` / ``sse.wrap_gemini``
+  per event against ``json.loads`` of the event's data (the least a gateway that looks at the
+  events pays), and their throughput in MB/s of body against a plain pass-through of the same
+  body chunks;
 - ``openai.wrap_chat`` / ``anthropic.wrap_messages`` over SDK objects against what the SDK's
   own streaming spends per chunk: its real client reading the same body from an in-memory
   transport of its HTTP library (``httpx``, or ``httpx2`` for the SDKs built on it);
@@ -50,6 +51,10 @@ class Bodies:
     chat_body: tuple[bytes, ...]  # one event per body chunk
     messages_data: tuple[bytes, ...]
     messages_body: tuple[bytes, ...]
+    responses_data: tuple[bytes, ...]
+    responses_body: tuple[bytes, ...]
+    gemini_data: tuple[bytes, ...]
+    gemini_body: tuple[bytes, ...]
 
 
 def bodies(texts: Sequence[str]) -> Bodies:
@@ -105,9 +110,98 @@ def bodies(texts: Sequence[str]) -> Bodies:
         b"event: " + e["type"].encode() + b"\ndata: " + d + b"\n\n"
         for e, d in zip(events, messages, strict=True)
     ]
+    responses, responses_body = responses_events(texts)
+    gemini, gemini_body = gemini_chunks(texts)
     return Bodies(
-        tuple(texts), tuple(chat), tuple(chat_body), tuple(messages), tuple(messages_body)
+        tuple(texts),
+        tuple(chat),
+        tuple(chat_body),
+        tuple(messages),
+        tuple(messages_body),
+        tuple(responses),
+        tuple(responses_body),
+        tuple(gemini),
+        tuple(gemini_body),
     )
+
+
+def responses_events(texts: Sequence[str]) -> tuple[list[bytes], list[bytes]]:
+    """A Responses API body: one message item of one text part, events as the API writes
+    them (``event:`` line, compact JSON, a ``sequence_number`` on each, ``obfuscation``
+    padding on the deltas)."""
+    item = "msg_67ccd3acc8d48190a77525dc6de64b4104becd0d"
+    response = {
+        "id": "resp_67ccd3a9da748190baa7f1570fe91ac604becd0d",
+        "object": "response",
+        "created_at": 1764547200,
+        "status": "in_progress",
+        "model": "gpt-4.1-2025-04-14",
+        "output": [],
+    }
+    where = {"item_id": item, "output_index": 0, "content_index": 0}
+    part = {"type": "output_text", "annotations": [], "logprobs": [], "text": ""}
+    message = {
+        "id": item,
+        "type": "message",
+        "status": "in_progress",
+        "content": [],
+        "role": "assistant",
+    }
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": response},
+        {"type": "response.in_progress", "response": response},
+        {"type": "response.output_item.added", "output_index": 0, "item": message},
+        {"type": "response.content_part.added", **where, "part": part},
+    ]
+    events += [
+        {
+            "type": "response.output_text.delta",
+            **where,
+            "delta": t,
+            "logprobs": [],
+            "obfuscation": "Jm5dXzQ0Ta"[: 10 - len(t) % 10],
+        }
+        for t in texts
+    ]
+    text = "".join(texts)
+    done_part = {**part, "text": text}
+    done_item = {**message, "status": "completed", "content": [done_part]}
+    events += [
+        {"type": "response.output_text.done", **where, "text": text, "logprobs": []},
+        {"type": "response.content_part.done", **where, "part": done_part},
+        {"type": "response.output_item.done", "output_index": 0, "item": done_item},
+        {
+            "type": "response.completed",
+            "response": {**response, "status": "completed", "output": [done_item]},
+        },
+    ]
+    data = [
+        dumps({"type": e["type"], "sequence_number": n, **e}).encode() for n, e in enumerate(events)
+    ]
+    body = [
+        b"event: " + e["type"].encode() + b"\ndata: " + d + b"\n\n"
+        for e, d in zip(events, data, strict=True)
+    ]
+    return data, body
+
+
+def gemini_chunks(texts: Sequence[str]) -> tuple[list[bytes], list[bytes]]:
+    """A Gemini ``streamGenerateContent?alt=sse`` body, written as the API writes it (a space
+    after each colon, CRLF line endings, usage on every chunk)."""
+    tail = {"modelVersion": "gemini-2.5-flash", "responseId": "kHNSaLzTGf2zqtsP8a6ZsAQ"}
+
+    def chunk(text: str, n: int, finish: str | None = None) -> bytes:
+        candidate: dict[str, Any] = {"content": {"parts": [{"text": text}], "role": "model"}}
+        if finish is not None:
+            candidate["finishReason"] = finish
+        candidate["index"] = 0
+        usage = {"promptTokenCount": 9, "candidatesTokenCount": n, "totalTokenCount": 9 + n}
+        value = {"candidates": [candidate], "usageMetadata": usage, **tail}
+        return json.dumps(value, ensure_ascii=False, separators=(",", ": ")).encode()
+
+    data = [chunk(t, n + 1) for n, t in enumerate(texts)]
+    data.append(chunk("", len(texts), "STOP"))
+    return data, [b"data: " + d + b"\r\n\r\n" for d in data]
 
 
 # -- the SDKs over an in-memory transport ----------------------------------------------------
@@ -225,11 +319,19 @@ def measure(texts: Sequence[str], repeats: int) -> tuple[list[Row], list[tuple[s
     """Per-item rows (with their baselines) and throughput figures (MB/s)."""
     b = bodies(texts)
     n_chat, n_msg = len(b.chat_body), len(b.messages_body)
+    n_resp, n_gem = len(b.responses_body), len(b.gemini_body)
     chat_bytes = sum(map(len, b.chat_body))
     msg_bytes = sum(map(len, b.messages_body))
+    resp_bytes = sum(map(len, b.responses_body))
+    gem_bytes = sum(map(len, b.gemini_body))
 
     # Nothing fires (text held back as a possible stop start is released in a later event).
-    for stream in (sse.wrap_openai(b.chat_body, STOPS), sse.wrap_anthropic(b.messages_body, STOPS)):
+    for stream in (
+        sse.wrap_openai(b.chat_body, STOPS),
+        sse.wrap_anthropic(b.messages_body, STOPS),
+        sse.wrap_responses(b.responses_body, STOPS),
+        sse.wrap_gemini(b.gemini_body, STOPS),
+    ):
         drain(stream)
         assert stream.complete and not stream.stopped
 
@@ -250,6 +352,16 @@ def measure(texts: Sequence[str], repeats: int) -> tuple[list[Row], list[tuple[s
     )
     rows.append(
         Row("sse.wrap_anthropic, per event", wrap_a, "json.loads of the event", loads_msg, 0.5)
+    )
+    loads_resp = best_ns(loads(b.responses_data), repeats) / len(b.responses_data)
+    loads_gem = best_ns(loads(b.gemini_data), repeats) / len(b.gemini_data)
+    wrap_r = best_ns(lambda: drain(sse.wrap_responses(b.responses_body, STOPS)), repeats) / n_resp
+    wrap_g = best_ns(lambda: drain(sse.wrap_gemini(b.gemini_body, STOPS)), repeats) / n_gem
+    rows.append(
+        Row("sse.wrap_responses, per event", wrap_r, "json.loads of the event", loads_resp, 0.5)
+    )
+    rows.append(
+        Row("sse.wrap_gemini, per event", wrap_g, "json.loads of the event", loads_gem, 0.5)
     )
     awrap_o = (
         best_ns(lambda: adrain(sse.awrap_openai(apassthrough(b.chat_body), STOPS)), repeats)
@@ -300,11 +412,17 @@ def measure(texts: Sequence[str], repeats: int) -> tuple[list[Row], list[tuple[s
     # Throughput: MB of body per second, in (and out: the same bytes, nothing fires).
     floor_o = best_ns(lambda: drain(passthrough(b.chat_body)), repeats)
     floor_a = best_ns(lambda: drain(passthrough(b.messages_body)), repeats)
+    floor_r = best_ns(lambda: drain(passthrough(b.responses_body)), repeats)
+    floor_g = best_ns(lambda: drain(passthrough(b.gemini_body)), repeats)
     mbps = [
         ("sse.wrap_openai", chat_bytes / (wrap_o * n_chat) * 1e3),
         ("sse.wrap_anthropic", msg_bytes / (wrap_a * n_msg) * 1e3),
+        ("sse.wrap_responses", resp_bytes / (wrap_r * n_resp) * 1e3),
+        ("sse.wrap_gemini", gem_bytes / (wrap_g * n_gem) * 1e3),
         ("byte pass-through (Chat body)", chat_bytes / floor_o * 1e3),
         ("byte pass-through (Messages body)", msg_bytes / floor_a * 1e3),
+        ("byte pass-through (Responses body)", resp_bytes / floor_r * 1e3),
+        ("byte pass-through (Gemini body)", gem_bytes / floor_g * 1e3),
     ]
     return rows, mbps
 

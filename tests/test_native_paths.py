@@ -1,8 +1,9 @@
 """The native fast paths against the Python rules they shortcut, byte for byte.
 
-- SSE: ``wrap_openai`` / ``wrap_anthropic`` (native parsing, the common text delta handled in
-  Rust) against the pure-Python stage ``SSEDriver`` (``SSEParser`` plus the machine for every
-  event) on generated bodies split anywhere: the same pieces, the same attributes.
+- SSE: ``wrap_openai`` / ``wrap_anthropic`` / ``wrap_responses`` / ``wrap_gemini`` (native
+  parsing, the common text delta handled in Rust) against the pure-Python stage ``SSEDriver``
+  (``SSEParser`` plus the machine for every event) on generated bodies split anywhere: the
+  same pieces, the same attributes.
 - SDK objects: ``wrap_chat`` / ``wrap_messages`` (a fast path of attribute reads and one native
   call) against ``ModelDriver`` over the same machine: the same objects (identity for unchanged
   ones, class and dump for changed ones), the same attributes.
@@ -27,10 +28,12 @@ from openai.types.chat import ChatCompletionChunk
 from pydantic import TypeAdapter
 
 from stopstream import Regex
-from stopstream._adapter import ModelDriver, SyncAdapterStream
+from stopstream._adapter import ModelDriver, OnStop, SyncAdapterStream
+from stopstream._responses import ResponsesMachine
 from stopstream.anthropic import MessagesMachine, _rebuild, wrap_messages
+from stopstream.gemini import GeminiMachine
 from stopstream.openai import ChatMachine, wrap_chat
-from stopstream.sse import SSEDriver, wrap_anthropic, wrap_openai
+from stopstream.sse import SSEDriver, wrap_anthropic, wrap_gemini, wrap_openai, wrap_responses
 
 # Characters that JSON escapes, multi-byte ones, and the letters the stops are made of.
 CHARS = list('ab "\\\n\t\x01\x1fé日😀/')
@@ -169,6 +172,185 @@ def messages_events(draw: st.DrawFn) -> list[list[str]]:
 
 
 @st.composite
+def responses_events(draw: st.DrawFn) -> list[list[str]]:
+    """The lines of each event of a Responses body: message items of one or two text parts
+    (keys like (0, 1) and (1, 0) both occur), reasoning and function-call items, logprobs now
+    and then, sequence numbers that sometimes repeat (the machine renumbers those) or are
+    missing, keys in any order, deltas of two parts interleaved, items interleaved, parts never
+    closed (still open when the next item's deltas come), and a terminal event or none."""
+    events: list[dict[str, Any]] = []
+    response = {"id": "resp_1", "object": "response", "status": "in_progress", "output": []}
+    events.append({"type": "response.created", "response": response})
+    if draw(st.booleans()):
+        events.append({"type": "response.in_progress", "response": response})
+    kinds = draw(
+        st.lists(
+            st.sampled_from(["message", "message", "reasoning", "call"]), min_size=1, max_size=2
+        )
+    )
+    items: list[list[dict[str, Any]]] = []
+    for output_index, kind in enumerate(kinds):
+        item_id = f"item_{output_index}"
+        item: list[dict[str, Any]] = []
+        items.append(item)
+        added = {"id": item_id, "type": kind, "status": "in_progress"}
+        item.append(
+            {"type": "response.output_item.added", "output_index": output_index, "item": added}
+        )
+        if kind == "reasoning":
+            for _ in range(draw(st.integers(0, 2))):
+                summary = {"item_id": item_id, "output_index": output_index, "summary_index": 0}
+                item.append(
+                    {
+                        "type": "response.reasoning_summary_text.delta",
+                        **summary,
+                        "delta": draw(TEXT),
+                    }
+                )
+        elif kind == "call":
+            for _ in range(draw(st.integers(0, 2))):
+                item.append(
+                    {
+                        "type": "response.function_call_arguments.delta",
+                        "item_id": item_id,
+                        "output_index": output_index,
+                        "delta": draw(TEXT),
+                    }
+                )
+        else:
+            n_parts = draw(st.integers(1, 2))
+            deltas: list[dict[str, Any]] = []
+            for content_index in range(n_parts):
+                where = {
+                    "item_id": item_id,
+                    "output_index": output_index,
+                    "content_index": content_index,
+                }
+                if draw(st.integers(0, 5)) > 0:
+                    part = {"type": "output_text", "text": "", "annotations": []}
+                    item.append({"type": "response.content_part.added", **where, "part": part})
+                for _ in range(draw(st.integers(0, 5))):
+                    delta: dict[str, Any] = {
+                        "type": "response.output_text.delta",
+                        **where,
+                        "delta": draw(TEXT),
+                    }
+                    logprobs = draw(
+                        st.sampled_from(
+                            [[], [], [], None, "absent", [{"token": "t", "logprob": -1.0}]]
+                        )
+                    )
+                    if logprobs != "absent":
+                        delta["logprobs"] = logprobs
+                    deltas.append(delta)
+            if draw(st.booleans()):
+                deltas = draw(st.permutations(deltas))  # two parts interleaved
+            item += deltas
+            for content_index in range(n_parts):
+                if draw(st.integers(0, 3)) == 0:
+                    continue  # left open: its deltas meet the next item's
+                where = {
+                    "item_id": item_id,
+                    "output_index": output_index,
+                    "content_index": content_index,
+                }
+                text = "".join(d["delta"] for d in deltas if d["content_index"] == content_index)
+                item.append(
+                    {"type": "response.output_text.done", **where, "text": text, "logprobs": []}
+                )
+                part = {"type": "output_text", "text": text, "annotations": []}
+                item.append({"type": "response.content_part.done", **where, "part": part})
+        done = {**added, "status": "completed"}
+        item.append(
+            {"type": "response.output_item.done", "output_index": output_index, "item": done}
+        )
+    if draw(st.booleans()):
+        events += [e for item in items for e in item]
+    else:  # the items' events interleaved, each item's in its order
+        while any(items):
+            left = [item for item in items if item]
+            events.append(left[draw(st.integers(0, len(left) - 1))].pop(0))
+    terminal = draw(st.sampled_from(["response.completed", "response.incomplete", None]))
+    if terminal is not None:
+        events.append({"type": terminal, "response": {**response, "status": terminal[9:]}})
+    numbering = draw(st.sampled_from(["plain", "plain", "repeats", "none"]))
+    seq = 0
+    out: list[list[str]] = []
+    for event in events:
+        if numbering != "none":
+            if numbering == "repeats" and draw(st.integers(0, 5)) == 0:
+                seq -= 1
+            if draw(st.integers(0, 30)) > 0:
+                event = {"type": event["type"], "sequence_number": seq, **event}
+            seq += 1
+        if draw(st.integers(0, 4)) == 0:
+            event = dict(draw(st.permutations(list(event.items()))))  # keys in any order
+        if draw(st.integers(0, 9)) == 0:
+            out.append([": keep-alive"])
+        out.append([f"event: {event['type']}", "data: " + dumps(event)])
+    return out
+
+
+@st.composite
+def gemini_events(draw: st.DrawFn, n: int) -> list[list[str]]:
+    """The lines of each event of a Gemini ``alt=sse`` body: candidates with their ``index``
+    (or, where it is their position, without it or with ``null``; three candidates give
+    chunks like ``[{"index": 2}, {}]``), text parts mixed with thought parts, function calls,
+    empty and signed parts, finish reasons, usage on every chunk, and chunks without
+    candidates."""
+    usage = {"promptTokenCount": 4, "totalTokenCount": 9}
+    tail = {"usageMetadata": usage, "modelVersion": "gemini-x", "responseId": "r"}
+    part_kinds = st.sampled_from(
+        ["text", "text", "text", "thought", "call", "signed", "plain_false"]
+    )
+    events: list[list[str]] = []
+    for _ in range(draw(st.integers(1, 12))):
+        kind = draw(st.sampled_from(["chunk", "chunk", "chunk", "chunk", "other"]))
+        if kind == "other":
+            other = draw(
+                st.sampled_from(
+                    [
+                        {"promptFeedback": {"blockReason": "OTHER"}},
+                        {"candidates": [], **tail},
+                        {"error": {"code": 500}},
+                    ]
+                )
+            )
+            events.append(["data: " + dumps(other)])
+            continue
+        candidates = []
+        chosen = draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=n, unique=True))
+        if n > 1 and draw(st.integers(0, 9)) == 0:
+            chosen.append(chosen[0])  # one index twice
+        for position, index in enumerate(chosen):
+            parts: list[dict[str, Any]] = []
+            for part_kind in draw(st.lists(part_kinds, min_size=0, max_size=3)):
+                if part_kind == "text":
+                    parts.append({"text": draw(TEXT)})
+                elif part_kind == "thought":
+                    parts.append({"text": draw(TEXT), "thought": True})
+                elif part_kind == "plain_false":
+                    parts.append({"thought": False, "text": draw(TEXT)})
+                elif part_kind == "signed":
+                    parts.append({"text": draw(TEXT), "thoughtSignature": "c2ln"})
+                else:
+                    parts.append({"functionCall": {"name": "f", "args": {"a": [1, "x"]}}})
+            candidate: dict[str, Any] = {"content": {"parts": parts, "role": "model"}}
+            how = draw(st.sampled_from(["first", "last", "absent", "null"]))
+            if how == "first":
+                candidate = {"index": index, **candidate}
+            elif how == "last" or index != position:
+                candidate["index"] = index
+            elif how == "null":
+                candidate["index"] = None
+            if draw(st.integers(0, 9)) == 0:
+                candidate["finishReason"] = draw(st.sampled_from(["STOP", "MAX_TOKENS"]))
+            candidates.append(candidate)
+        events.append(["data: " + dumps({"candidates": candidates, **tail})])
+    return events
+
+
+@st.composite
 def bodies(draw: st.DrawFn, events: st.SearchStrategy[list[list[str]]]) -> list[bytes]:
     """A body split anywhere: optional byte order mark, one line ending, optional cut tail."""
     eol = draw(EOL)
@@ -234,6 +416,62 @@ def test_sse_anthropic_native_matches_python(
         machine.stop_sequence,
         machine.stop_index,
         machine.stop_reason,
+        machine.complete,
+        machine.pending,
+        machine.stopped,
+    )
+
+
+def responses_attributes(s: Any) -> tuple[Any, ...]:
+    return (
+        s.stop_sequence,
+        s.stop_index,
+        s.stop_sequences,
+        s.complete,
+        s.status,
+        s.pending,
+        s.stopped,
+    )
+
+
+@FAST
+@given(data=st.data(), stops=STOPS, include=st.booleans(), on_stop=ON_STOP)
+def test_sse_responses_native_matches_python(
+    data: st.DataObject, stops: list[str], include: bool, on_stop: OnStop
+) -> None:
+    pieces = data.draw(bodies(responses_events()))
+    native = wrap_responses(pieces, stops, include_stop=include, on_stop=on_stop)
+    machine = ResponsesMachine(stops, include, on_stop)
+    python = SyncAdapterStream[bytes](pieces, SSEDriver(machine))
+    assert run(native) == run(python)
+    assert responses_attributes(native) == (
+        machine.stop_sequence,
+        machine.stop_index,
+        machine.stop_sequences,
+        machine.complete,
+        machine.status,
+        machine.pending,
+        machine.stopped,
+    )
+
+
+@FAST
+@given(data=st.data(), n=st.integers(1, 3), stops=STOPS, include=st.booleans(), on_stop=ON_STOP)
+def test_sse_gemini_native_matches_python(
+    data: st.DataObject, n: int, stops: list[str], include: bool, on_stop: OnStop
+) -> None:
+    pieces = data.draw(bodies(gemini_events(n)))
+    count = data.draw(st.sampled_from([None, n]))
+    native = wrap_gemini(
+        pieces, stops, include_stop=include, on_stop=on_stop, candidate_count=count
+    )
+    machine = GeminiMachine(stops, include, on_stop, count)
+    python = SyncAdapterStream[bytes](pieces, SSEDriver(machine))
+    assert run(native) == run(python)
+    assert chat_attributes(native) == (
+        machine.stop_sequences,
+        machine.stop_indices,
+        machine.finish_reasons,
         machine.complete,
         machine.pending,
         machine.stopped,
@@ -333,6 +571,48 @@ def test_a_spliced_event_keeps_every_other_byte() -> None:
     chunk = 'id: 3\ndata:  { "x" : 1 , "choices":[ {"delta":{"content" : %s},"index":0} ]}\n\n'
     out = b"".join(wrap_openai([(role + chunk % '"a\\u0041 ST"').encode()], ["STOP"]))
     assert out == (role + chunk % '"aA "').encode()
+
+
+def test_responses_part_keys_are_read_by_name_not_by_place() -> None:
+    # Parts (0, 1) and (1, 0) both open, their deltas naming content_index first.
+    head = [
+        {"type": "response.created", "sequence_number": 0, "response": {"id": "r"}},
+        {"type": "response.output_item.added", "sequence_number": 1, "output_index": 0},
+        {"type": "response.output_item.added", "sequence_number": 2, "output_index": 1},
+    ]
+    deltas = []
+    for n, (o, c, text) in enumerate(
+        [(0, 1, "x"), (1, 0, "y"), (0, 1, "a"), (1, 0, "z"), (0, 1, "b"), (1, 0, "STOP")]
+    ):
+        delta = {"content_index": c, "output_index": o, "delta": text, "logprobs": []}
+        kind = {"type": "response.output_text.delta", "sequence_number": 3 + n}
+        deltas.append({**kind, **delta})
+    events = [*head, *deltas]
+    data = "".join(f"event: {e['type']}\ndata: {dumps(e)}\n\n" for e in events).encode()
+    stops = ["STOP", "ab"]
+    native = wrap_responses([data], stops)
+    machine = ResponsesMachine(stops)
+    assert run(native) == run(SyncAdapterStream[bytes]([data], SSEDriver(machine)))
+    assert native.stop_sequences == machine.stop_sequences == {(0, 1): "ab", (1, 0): None}
+
+
+def test_gemini_candidates_without_index_are_named_by_position() -> None:
+    # Three candidates, then a chunk whose second candidate has no index: it is candidate 1,
+    # whose held "a" meets the "b".
+    def chunk(*candidates: dict[str, Any]) -> str:
+        return "data: " + dumps({"candidates": list(candidates)}) + "\r\n\r\n"
+
+    def cand(text: str, **index: int) -> dict[str, Any]:
+        return {"content": {"parts": [{"text": text}], "role": "model"}, **index}
+
+    first = chunk(cand("x", index=0), cand("y a", index=1), cand("z", index=2))
+    data = (first + chunk(cand("q", index=2), cand("b c")) + chunk(cand("w", index=0))).encode()
+    stops = ["STOP", "ab"]
+    native = wrap_gemini([data], stops)
+    machine = GeminiMachine(stops)
+    assert run(native) == run(SyncAdapterStream[bytes]([data], SSEDriver(machine)))
+    assert native.stop_sequences == machine.stop_sequences == {0: None, 1: "ab", 2: None}
+    assert native.pending == machine.pending == {0: "", 2: ""}
 
 
 def test_lone_surrogates_go_to_the_python_path() -> None:

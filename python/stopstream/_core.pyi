@@ -544,9 +544,15 @@ class _SSEStage:
     event (a text delta of an open text stream that fires no stop: forwarded as the same bytes,
     or with only its text string replaced), and hands every other event to ``driver``."""
 
-    def __new__(cls, driver: Any, shape: Literal["chat", "messages"], event: type[Any]) -> Self:
-        """``driver``: a ``stopstream.sse.SSEDriver``; ``shape``: where the text sits;
-        ``event``: the class of the events handed to the driver (``stopstream.sse.Event``)."""
+    def __new__(
+        cls,
+        driver: Any,
+        shape: Literal["chat", "messages", "responses", "gemini"],
+        event: type[Any],
+    ) -> Self:
+        """``driver``: a ``stopstream.sse.SSEDriver``; ``shape``: the provider's event shape
+        (OpenAI Chat Completions, Anthropic Messages, OpenAI Responses, Gemini); ``event``: the
+        class of the events handed to the driver (``stopstream.sse.Event``)."""
     def push(self, item: bytes | bytearray | memoryview | str) -> bytes:
         """Parses a body chunk; returns the bytes to forward (empty for none)."""
     @property

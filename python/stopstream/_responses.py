@@ -136,6 +136,34 @@ class ResponsesMachine:
         """Per open text part: the text held back right now."""
         return {key: part.filter.pending for key, part in self._parts.items()}
 
+    # --- the native SSE stage (``stopstream.sse``) ----------------------------------------
+
+    @property
+    def open(self) -> bool:
+        """No stop yet: the native stage may handle an event."""
+        return self._phase == "open"
+
+    def text_filters(self) -> list[tuple[Any, ...]]:
+        """The open parts the native stage may feed: ``((output_index, content_index), filter,
+        emitted texts)`` for the parts with int keys and no logprobs waiting for a delta. The
+        stage appends the text each delta emits to the part's list, as ``_delta`` does."""
+        return [
+            (key, part.filter, part.text)
+            for key, part in self._parts.items()
+            if type(key[0]) is int and type(key[1]) is int and not part.pending_logprobs
+        ]
+
+    @property
+    def sequence(self) -> int:
+        """The last sequence number emitted (-1 before any): an event numbered above it passes
+        unrenumbered."""
+        return self._seq
+
+    def note_sequence(self, seq: int) -> None:
+        """The native stage saw numbered events and forwarded those up to ``seq`` unchanged."""
+        self._numbered = True
+        self._seq = max(self._seq, seq)
+
     # --- feeding --------------------------------------------------------------------------
 
     def feed(self, event: JSON) -> list[Emit]:

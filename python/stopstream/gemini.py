@@ -145,6 +145,19 @@ class GeminiMachine:
             if status == _OPEN
         }
 
+    @property
+    def open(self) -> bool:
+        """No stop ended the response yet: the native SSE stage may handle a chunk."""
+        return self._phase == "open"
+
+    def text_filters(self) -> list[tuple[Any, StopFilter]]:
+        """The open candidates' indices and filters (for the native SSE stage)."""
+        return [
+            (i, self._filters[i])
+            for i, status in self._status.items()
+            if status == _OPEN and type(i) is int
+        ]
+
     def feed(self, chunk: JSON) -> list[Emit]:
         phase = self._phase
         if phase == "ended" or phase == "closing":

@@ -43,7 +43,13 @@ What comes out:
 The body is parsed natively (``stopstream._core._SSEStage``), which also handles the common
 event, a text delta of an open text stream that fires no stop, without decoding it into Python
 objects; every other event goes, decoded, to the adapter machine of ``stopstream.openai`` /
-``stopstream.anthropic`` (``SSEDriver``), the one place the rules live. ``SSEParser`` and
+``stopstream.anthropic`` / ``stopstream.gemini`` (``SSEDriver``), the one place the rules
+live. The common events, per body: a Chat chunk whose choices each carry a ``delta.content``
+(no ``finish_reason``, no ``usage``); a Messages ``text_delta``; a Responses
+``response.output_text.delta`` without ``logprobs`` whose ``sequence_number`` needs no
+renumbering; a Gemini chunk each of whose candidates (no ``finishReason``) holds at least one
+text part that is not a ``thought``; its other parts (thoughts, function calls) pass as they
+are. ``SSEParser`` and
 ``SSEDriver`` also run a body entirely in Python: the reference the native path is tested
 against.
 """
@@ -53,7 +59,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from stopstream._adapter import (
     JSON,
@@ -62,7 +68,7 @@ from stopstream._adapter import (
     OnStop,
     SyncAdapterStream,
 )
-from stopstream._core import StopFilter, _SSEStage
+from stopstream._core import _SSEStage
 from stopstream._responses import ResponsesMachine, ResponsesResult
 from stopstream.anthropic import MessagesMachine, _MessagesResult
 from stopstream.gemini import GeminiMachine, GeminiResult
@@ -222,8 +228,11 @@ class SSEDriver:
     reference the native path is tested against), and as the slow path of the native stage
     (``stopstream._core._SSEStage``), which parses the body and handles the common event (a text
     delta that fires no stop) itself, handing every other event to ``_slow`` and the end of
-    the body to ``_end``, and reading ``_state`` after each: whether the machine is open, and
-    its open text streams' filters (the very filters the machine feeds).
+    the body to ``_end``, and reading ``_state`` after each: whether the machine is open, its
+    open text streams' filters (the very filters the machine feeds) and, for the Responses
+    API, the last sequence number emitted. With ``_slow`` and ``_end`` comes ``seen``: what the
+    machine would have recorded of the events handled natively (Chat: the latest chunk's JSON;
+    Responses: the latest sequence number), or ``None``.
     """
 
     __slots__ = ("_done", "_ended", "_machine", "_named", "_openai", "_parser")
@@ -261,26 +270,28 @@ class SSEDriver:
 
     # --- the native stage's slow path ---------------------------------------------------------
 
-    def _slow(self, event: Event, eol: bytes, template: bytes | None) -> bytes:
+    def _slow(self, event: Event, eol: bytes, seen: bytes | int | None) -> bytes:
         """One event the native stage does not handle itself."""
-        if template is not None:
-            self._template(template)
+        if seen is not None:
+            self._seen(seen)
         out = bytearray()
         self._event(event, out, eol or b"\n")
         return bytes(out)
 
-    def _state(self) -> tuple[bool, bool, list[tuple[Any, StopFilter]]]:
-        """(the common case may be handled natively, closing, the open text streams' filters)."""
+    def _state(self) -> tuple[bool, bool, list[tuple[Any, ...]], int | None]:
+        """(the common case may be handled natively, closing, the open text streams as
+        ``(id, filter)`` or, for the Responses API, ``((output_index, content_index), filter,
+        emitted texts)``, the last sequence number emitted or ``None``)."""
         machine = self._machine
-        if not isinstance(machine, (ChatMachine, MessagesMachine)):
-            return False, machine.closing, []  # no native shape (yet): every event here
         fast = not self._ended and machine.open
-        return fast, machine.closing, machine.text_filters() if fast else []
+        streams = machine.text_filters() if fast else []
+        floor = machine.sequence if isinstance(machine, ResponsesMachine) else None
+        return fast, machine.closing, streams, floor
 
-    def _end(self, eol: bytes, template: bytes | None) -> bytes:
+    def _end(self, eol: bytes, seen: bytes | int | None) -> bytes:
         """The end of the body: the events the machine still owes."""
-        if template is not None:
-            self._template(template)
+        if seen is not None:
+            self._seen(seen)
         out = bytearray()
         if not self._ended:
             eol = eol or b"\n"
@@ -290,10 +301,12 @@ class SSEDriver:
                 out += b"data: [DONE]" + eol * 2
         return bytes(out)
 
-    def _template(self, template: bytes) -> None:
+    def _seen(self, seen: bytes | int) -> None:
         machine = self._machine
         if isinstance(machine, ChatMachine):
-            machine.note_template(template)
+            machine.note_template(seen)
+        elif isinstance(machine, ResponsesMachine) and isinstance(seen, int):
+            machine.note_sequence(seen)
 
     # --- the rules ----------------------------------------------------------------------------
 
@@ -344,12 +357,18 @@ class SSEDriver:
                 out += b"data: " + _dumps(value) + eol + eol
 
 
-def native_stage(machine: ChatMachine | MessagesMachine) -> _SSEStage:
+_SHAPES: dict[type[Any], Literal["chat", "messages", "responses", "gemini"]] = {
+    ChatMachine: "chat",
+    MessagesMachine: "messages",
+    ResponsesMachine: "responses",
+    GeminiMachine: "gemini",
+}
+
+
+def native_stage(machine: Machine) -> _SSEStage:
     """The stage the SSE streams run: native parsing, ``SSEDriver`` for all but the common
     event."""
-    if isinstance(machine, ChatMachine):
-        return _SSEStage(SSEDriver(machine), "chat", Event)
-    return _SSEStage(SSEDriver(machine), "messages", Event)
+    return _SSEStage(SSEDriver(machine), _SHAPES[type(machine)], Event)
 
 
 class OpenAISSEStream(SyncAdapterStream[bytes], _ChatResult):
@@ -451,7 +470,7 @@ class ResponsesSSEStream(SyncAdapterStream[bytes], ResponsesResult):
 
     def __init__(self, body: Iterable[Any], machine: ResponsesMachine) -> None:
         self._machine = machine
-        super().__init__(body, SSEDriver(machine))
+        super().__init__(body, native_stage(machine))
 
 
 class AsyncResponsesSSEStream(AsyncAdapterStream[bytes], ResponsesResult):
@@ -461,7 +480,7 @@ class AsyncResponsesSSEStream(AsyncAdapterStream[bytes], ResponsesResult):
 
     def __init__(self, body: AsyncIterable[Any], machine: ResponsesMachine) -> None:
         self._machine = machine
-        super().__init__(body, SSEDriver(machine))
+        super().__init__(body, native_stage(machine))
 
 
 class GeminiSSEStream(SyncAdapterStream[bytes], GeminiResult):
@@ -471,7 +490,7 @@ class GeminiSSEStream(SyncAdapterStream[bytes], GeminiResult):
 
     def __init__(self, body: Iterable[Any], machine: GeminiMachine) -> None:
         self._machine = machine
-        super().__init__(body, SSEDriver(machine))
+        super().__init__(body, native_stage(machine))
 
 
 class AsyncGeminiSSEStream(AsyncAdapterStream[bytes], GeminiResult):
@@ -481,7 +500,7 @@ class AsyncGeminiSSEStream(AsyncAdapterStream[bytes], GeminiResult):
 
     def __init__(self, body: AsyncIterable[Any], machine: GeminiMachine) -> None:
         self._machine = machine
-        super().__init__(body, SSEDriver(machine))
+        super().__init__(body, native_stage(machine))
 
 
 def wrap_responses(

@@ -199,10 +199,23 @@ impl Parser {
 pub enum Rule {
     /// The text to scan: a JSON string.
     Text,
-    /// An integer naming the text stream (up to two per stream: `(output, part)`, say).
-    Id,
+    /// The text to scan if the field is there (in the elements of a [`Rule::Parts`] array).
+    OptionalText,
+    /// An integer naming the text stream, the stream id's part at this position (up to two
+    /// per stream: `(output, part)`, say), wherever the key sits in the object.
+    Id(usize),
+    /// An integer naming the text stream (a one-part id); absent or `null`, the element's
+    /// position in its [`Rule::Each`] array (Gemini's candidate `index`).
+    Index,
     /// `null` or absent (a `finish_reason`, a `usage`): anything else is not the common case.
     Null,
+    /// `null`, `[]` or absent (`logprobs` when none were asked for).
+    Empty,
+    /// `true`: the texts of this [`Rule::Parts`] element are not scanned (a Gemini thought
+    /// part); `false`, `null` or absent: they are.
+    Unscanned,
+    /// The event's sequence number, an integer: in [`Scanner::sequence`].
+    Sequence,
     /// A discriminator: this string. Another string at the top level of the event is a
     /// [`Scan::Other`], and the rest of the event is not parsed.
     Is(&'static str),
@@ -210,11 +223,17 @@ pub enum Rule {
     Object(&'static [Field]),
     /// An array of objects, each one a text stream with these fields.
     Each(&'static [Field]),
+    /// An array of objects within one text stream, each with these fields: the texts of all
+    /// elements but the [`Rule::Unscanned`] ones are the stream's, in order.
+    Parts(&'static [Field]),
 }
 
 impl Rule {
     fn required(&self) -> bool {
-        !matches!(self, Rule::Null)
+        !matches!(
+            self,
+            Rule::Null | Rule::Empty | Rule::OptionalText | Rule::Index | Rule::Unscanned
+        )
     }
 }
 
@@ -245,7 +264,7 @@ pub const CHAT: Shape = Shape {
         Field {
             key: "choices",
             rule: Rule::Each(&[
-                Field { key: "index", rule: Rule::Id },
+                Field { key: "index", rule: Rule::Id(0) },
                 Field { key: "finish_reason", rule: Rule::Null },
                 Field {
                     key: "delta",
@@ -262,7 +281,7 @@ pub const CHAT: Shape = Shape {
 pub const MESSAGES: Shape = Shape {
     fields: &[
         Field { key: "type", rule: Rule::Is("content_block_delta") },
-        Field { key: "index", rule: Rule::Id },
+        Field { key: "index", rule: Rule::Id(0) },
         Field {
             key: "delta",
             rule: Rule::Object(&[
@@ -275,24 +294,65 @@ pub const MESSAGES: Shape = Shape {
 };
 
 /// OpenAI Responses `response.output_text.delta` event: `delta` of the content part named by
-/// (`output_index`, `content_index`). A table only so far: the SSE stage does not run it yet.
+/// (`output_index`, `content_index`), numbered by `sequence_number`, with no `logprobs`.
 pub const RESPONSES: Shape = Shape {
     fields: &[
         Field { key: "type", rule: Rule::Is("response.output_text.delta") },
-        Field { key: "output_index", rule: Rule::Id },
-        Field { key: "content_index", rule: Rule::Id },
+        Field { key: "output_index", rule: Rule::Id(0) },
+        Field { key: "content_index", rule: Rule::Id(1) },
         Field { key: "delta", rule: Rule::Text },
+        Field { key: "sequence_number", rule: Rule::Sequence },
+        Field { key: "logprobs", rule: Rule::Empty },
     ],
     stream: true,
+};
+
+/// Gemini `GenerateContentResponse` chunk: the text parts of `candidates[i].content.parts`
+/// (all but the `thought` ones) of the candidate named by `index` (else by its position),
+/// with no finish reason. The chunk's other fields (`usageMetadata`, `modelVersion`, ...)
+/// are skipped; so are the parts' other fields and the parts without `text` (function calls,
+/// inline data).
+///
+/// Any number of text parts per candidate: the adapter feeds a candidate's text parts in
+/// order through its one filter, and when no stop fires (the only case handled natively)
+/// each part's new text depends on the filter and that part alone, so feeding them in order
+/// and splicing each part gives the adapter's bytes; a stop (later parts dropped, a finish
+/// reason added) is the adapter's. Each candidate must hold at least one scanned text: a
+/// candidate is recognised as open by its text's stream, and one without (a chunk of thought
+/// parts only) could name a candidate the adapter has not seen yet, which it would register;
+/// such chunks take the adapter's path.
+pub const GEMINI: Shape = Shape {
+    fields: &[Field {
+        key: "candidates",
+        rule: Rule::Each(&[
+            Field { key: "index", rule: Rule::Index },
+            Field { key: "finishReason", rule: Rule::Null },
+            Field { key: "finish_reason", rule: Rule::Null },
+            Field {
+                key: "content",
+                rule: Rule::Object(&[Field {
+                    key: "parts",
+                    rule: Rule::Parts(&[
+                        Field { key: "text", rule: Rule::OptionalText },
+                        Field { key: "thought", rule: Rule::Unscanned },
+                    ]),
+                }]),
+            },
+        ]),
+    }],
+    stream: false,
 };
 
 /// One text found by a scan.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Found {
-    /// The stream's id fields, in the order met (unused ones are 0).
+    /// The stream's id, part by part as the shape numbers them (unused parts are 0).
     pub ids: [i64; 2],
     /// How many ids the stream has.
     pub id_count: u8,
+    /// The element of the [`Rule::Each`] array the text is in (0 in a [`Shape::stream`]
+    /// event): texts of one element are one stream's, fed in order.
+    pub group: usize,
     /// The string token in the event's JSON, quotes included.
     pub span: Range<usize>,
     /// The decoded text, in [`Scanner::scratch`].
@@ -321,6 +381,8 @@ pub struct Scanner {
     pub scratch: Vec<u8>,
     /// The discriminator's value of the last [`Scan::Other`] scan.
     pub other: String,
+    /// The [`Rule::Sequence`] number of the last [`Scan::Texts`] scan.
+    pub sequence: Option<i64>,
 }
 
 /// A failed scan: not the common case.
@@ -335,12 +397,26 @@ enum Flow {
 struct Scope {
     ids: [i64; 2],
     id_count: u8,
+    /// The first of its texts in [`Scanner::found`].
     first: usize,
+    /// The element's position in its [`Rule::Each`] array (0 for a [`Shape::stream`] event).
+    position: usize,
+    /// A [`Rule::Unscanned`] field of the element being read was `true`.
+    unscanned: bool,
 }
 
 impl Scope {
-    fn new(first: usize) -> Scope {
-        Scope { ids: [0; 2], id_count: 0, first }
+    fn new(first: usize, position: usize) -> Scope {
+        Scope { ids: [0; 2], id_count: 0, first, position, unscanned: false }
+    }
+
+    fn id(&mut self, slot: usize, id: i64) -> Result<(), NotCommon> {
+        if self.id_count >= 2 || slot >= 2 {
+            return Err(NotCommon);
+        }
+        self.ids[slot] = id;
+        self.id_count += 1;
+        Ok(())
     }
 }
 
@@ -358,11 +434,12 @@ impl Scanner {
     pub fn scan(&mut self, shape: &Shape, data: &[u8]) -> Scan {
         self.found.clear();
         self.scratch.clear();
+        self.sequence = None;
         if std::str::from_utf8(data).is_err() {
             return Scan::Slow;
         }
         let mut j = Jiter::new(data);
-        let mut scope = Scope::new(0);
+        let mut scope = Scope::new(0, 0);
         let result = (|| {
             if ok(j.peek())? != Peek::Object {
                 return Err(NotCommon);
@@ -392,8 +469,18 @@ impl Scanner {
         for f in &mut self.found[scope.first..] {
             f.ids = scope.ids;
             f.id_count = scope.id_count;
+            f.group = scope.position;
         }
         Ok(())
+    }
+
+    /// A plain integer (not a float, not a bool).
+    fn int(j: &mut Jiter<'_>, peek: Peek) -> Result<i64, NotCommon> {
+        if peek != Peek::Minus && !peek.into_inner().is_ascii_digit() {
+            return Err(NotCommon);
+        }
+        let NumberInt::Int(i) = ok(j.known_int(peek))?;
+        Ok(i)
     }
 
     /// Reads the object whose `{` is next.
@@ -424,8 +511,13 @@ impl Scanner {
             key = ok(j.next_key())?.map(|k| fields.iter().position(|f| f.key == k));
         }
         for (i, field) in fields.iter().enumerate() {
-            if field.rule.required() && seen & (1 << i) == 0 {
-                return Err(NotCommon);
+            if seen & (1 << i) == 0 {
+                if field.rule.required() {
+                    return Err(NotCommon);
+                }
+                if let Rule::Index = field.rule {
+                    scope.id(0, ok(i64::try_from(scope.position))?)?;
+                }
             }
         }
         Ok(Flow::Done)
@@ -441,7 +533,7 @@ impl Scanner {
     ) -> Result<Flow, NotCommon> {
         let peek = ok(j.peek())?;
         match rule {
-            Rule::Text => {
+            Rule::Text | Rule::OptionalText => {
                 if peek != Peek::String || !in_scope {
                     return Err(NotCommon);
                 }
@@ -451,17 +543,40 @@ impl Scanner {
                 self.scratch.extend_from_slice(text.as_bytes());
                 let span = start..j.current_index();
                 let text = from..self.scratch.len();
-                self.found.push(Found { ids: [0; 2], id_count: 0, span, text });
+                self.found.push(Found { ids: [0; 2], id_count: 0, group: 0, span, text });
             }
-            Rule::Id => {
-                let number = peek == Peek::Minus || peek.into_inner().is_ascii_digit();
-                if !in_scope || scope.id_count >= 2 || !number {
+            Rule::Id(slot) => {
+                if !in_scope {
                     return Err(NotCommon);
                 }
-                let NumberInt::Int(i) = ok(j.known_int(peek))?;
-                scope.ids[usize::from(scope.id_count)] = i;
-                scope.id_count += 1;
+                scope.id(*slot, Self::int(j, peek)?)?;
             }
+            Rule::Index => {
+                if !in_scope {
+                    return Err(NotCommon);
+                }
+                if peek == Peek::Null {
+                    ok(j.known_null())?;
+                    scope.id(0, ok(i64::try_from(scope.position))?)?;
+                } else {
+                    scope.id(0, Self::int(j, peek)?)?;
+                }
+            }
+            Rule::Sequence => self.sequence = Some(Self::int(j, peek)?),
+            Rule::Empty => match peek {
+                Peek::Null => ok(j.known_null())?,
+                Peek::Array if ok(j.known_array())?.is_none() => {}
+                _ => return Err(NotCommon),
+            },
+            Rule::Unscanned => match peek {
+                Peek::True => {
+                    ok(j.known_bool(peek))?;
+                    scope.unscanned = true;
+                }
+                Peek::False => ok(j.known_bool(peek)).map(drop)?,
+                Peek::Null => ok(j.known_null())?,
+                _ => return Err(NotCommon),
+            },
             Rule::Null => {
                 if peek != Peek::Null {
                     return Err(NotCommon);
@@ -492,19 +607,60 @@ impl Scanner {
                 if peek != Peek::Array || in_scope {
                     return Err(NotCommon);
                 }
-                let mut element = ok(j.known_array())?;
-                while let Some(peek) = element {
-                    if peek != Peek::Object {
-                        return Err(NotCommon);
-                    }
-                    let mut inner = Scope::new(self.found.len());
-                    self.object(j, fields, &mut inner, true, false)?;
-                    self.close_scope(inner)?;
-                    element = ok(j.array_step())?;
+                self.each(j, fields)?;
+            }
+            Rule::Parts(fields) => {
+                if peek != Peek::Array || !in_scope {
+                    return Err(NotCommon);
                 }
+                self.parts(j, fields, scope)?;
             }
         }
         Ok(Flow::Done)
+    }
+}
+
+impl Scanner {
+    /// Reads the array whose `[` is next, each element one text stream.
+    fn each(&mut self, j: &mut Jiter<'_>, fields: &[Field]) -> Result<(), NotCommon> {
+        let mut element = ok(j.known_array())?;
+        let mut position = 0;
+        while let Some(peek) = element {
+            if peek != Peek::Object {
+                return Err(NotCommon);
+            }
+            let mut inner = Scope::new(self.found.len(), position);
+            self.object(j, fields, &mut inner, true, false)?;
+            self.close_scope(inner)?;
+            element = ok(j.array_step())?;
+            position += 1;
+        }
+        Ok(())
+    }
+
+    /// Reads the array whose `[` is next, its elements' texts the stream's (but for the
+    /// elements marked [`Rule::Unscanned`]).
+    fn parts(
+        &mut self,
+        j: &mut Jiter<'_>,
+        fields: &[Field],
+        scope: &mut Scope,
+    ) -> Result<(), NotCommon> {
+        let mut element = ok(j.known_array())?;
+        while let Some(peek) = element {
+            if peek != Peek::Object {
+                return Err(NotCommon);
+            }
+            let (found, scratch) = (self.found.len(), self.scratch.len());
+            scope.unscanned = false;
+            self.object(j, fields, scope, true, false)?;
+            if scope.unscanned {
+                self.found.truncate(found);
+                self.scratch.truncate(scratch);
+            }
+            element = ok(j.array_step())?;
+        }
+        Ok(())
     }
 }
 
@@ -716,18 +872,144 @@ mod tests {
         }
     }
 
+    /// Texts found as (ids, id count, group, JSON token, decoded text); `None` for the slow
+    /// path, `Some(vec![])` for another kind of event.
+    type Found2 = Option<Vec<([i64; 2], u8, usize, String, String)>>;
+
+    fn found(shape: &Shape, data: &str) -> (Found2, Option<i64>) {
+        let mut s = Scanner::new();
+        let texts = match s.scan(shape, data.as_bytes()) {
+            Scan::Texts => Some(
+                s.found
+                    .iter()
+                    .map(|f| {
+                        let text = String::from_utf8(s.scratch[f.text.clone()].to_vec()).unwrap();
+                        (f.ids, f.id_count, f.group, data[f.span.clone()].to_string(), text)
+                    })
+                    .collect(),
+            ),
+            Scan::Other => Some(vec![]),
+            Scan::Slow => None,
+        };
+        (texts, s.sequence)
+    }
+
     #[test]
     fn responses_scan_table() {
-        let data = r#"{"type":"response.output_text.delta","item_id":"msg_1","output_index":2,"content_index":1,"delta":"Hi \"x\"","sequence_number":7,"logprobs":[]}"#;
-        let mut s = Scanner::new();
-        assert_eq!(s.scan(&RESPONSES, data.as_bytes()), Scan::Texts);
-        let f = &s.found[0];
-        assert_eq!((f.ids, f.id_count), ([2, 1], 2));
-        assert_eq!(&s.scratch[f.text.clone()], b"Hi \"x\"");
-        assert_eq!(&data[f.span.clone()], r#""Hi \"x\"""#);
-        let done = r#"{"type":"response.output_text.done","output_index":0}"#;
-        assert_eq!(s.scan(&RESPONSES, done.as_bytes()), Scan::Other);
-        assert_eq!(s.other, "response.output_text.done");
+        let f = |ids: [i64; 2], token: &str, text: &str| {
+            Some(vec![(ids, 2, 0, token.to_string(), text.to_string())])
+        };
+        let d = r#""type":"response.output_text.delta""#;
+        let cases: Vec<(String, Found2, Option<i64>)> = vec![
+            (
+                format!(
+                    r#"{{{d},"item_id":"msg_1","output_index":2,"content_index":1,"delta":"Hi \"x\"","sequence_number":7,"logprobs":[]}}"#
+                ),
+                f([2, 1], r#""Hi \"x\"""#, "Hi \"x\""),
+                Some(7),
+            ),
+            (
+                format!(
+                    r#"{{"sequence_number":3,"content_index":0,{d},"output_index":1,"delta":"a","obfuscation":"xyz"}}"#
+                ),
+                f([1, 0], "\"a\"", "a"),
+                Some(3),
+            ),
+            (
+                format!(
+                    r#"{{{d},"output_index":0,"content_index":0,"delta":"a","sequence_number":3,"logprobs":null}}"#
+                ),
+                f([0, 0], "\"a\"", "a"),
+                Some(3),
+            ),
+            // Never parsed past the type.
+            (r#"{"type":"response.output_text.done","output_index":0,"#.into(), Some(vec![]), None),
+            // Logprobs, no number, a float number, a missing id: the machine's rules.
+            (
+                format!(
+                    r#"{{{d},"output_index":0,"content_index":0,"delta":"a","sequence_number":3,"logprobs":[{{"token":"a"}}]}}"#
+                ),
+                None,
+                None,
+            ),
+            (format!(r#"{{{d},"output_index":0,"content_index":0,"delta":"a"}}"#), None, None),
+            (
+                format!(
+                    r#"{{{d},"output_index":0,"content_index":0,"delta":"a","sequence_number":3.0}}"#
+                ),
+                None,
+                None,
+            ),
+            (format!(r#"{{{d},"output_index":0,"delta":"a","sequence_number":3}}"#), None, None),
+            (
+                format!(
+                    r#"{{{d},"output_index":0,"content_index":0,"delta":null,"sequence_number":3}}"#
+                ),
+                None,
+                None,
+            ),
+        ];
+        for (data, texts, sequence) in cases {
+            let (got, seq) = found(&RESPONSES, &data);
+            assert_eq!(got, texts, "{data}");
+            if got.as_ref().is_some_and(|t| !t.is_empty()) {
+                assert_eq!(seq, sequence, "{data}");
+            }
+        }
+    }
+
+    #[test]
+    fn gemini_scan_table() {
+        let t = |id: i64, group: usize, token: &str, text: &str| {
+            ([id, 0], 1, group, token.to_string(), text.to_string())
+        };
+        let cases: &[(&str, Found2)] = &[
+            (
+                r#"{"candidates":[{"content":{"parts":[{"text":"Hi"}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":3}}"#,
+                Some(vec![t(0, 0, "\"Hi\"", "Hi")]),
+            ),
+            // Spaces after colons, as the API writes them; no index: the position.
+            (
+                r#"{"candidates": [{"content": {"parts": [{"text": "a\nb"}],"role": "model"}}],"modelVersion": "g"}"#,
+                Some(vec![t(0, 0, r#""a\nb""#, "a\nb")]),
+            ),
+            // Thought parts and function calls are skipped; texts of a candidate in order.
+            (
+                r#"{"candidates":[{"content":{"parts":[{"text":"plan","thought":true},{"text":"a"},{"functionCall":{"name":"f","args":{"x":[1,{"text":"no"}]}}},{"thought":false,"text":"b","thoughtSignature":"c2ln"}]}}]}"#,
+                Some(vec![t(0, 0, "\"a\"", "a"), t(0, 0, "\"b\"", "b")]),
+            ),
+            (
+                r#"{"candidates":[{"content":{"parts":[{"text":"x"}]},"index":null},{"index":1,"content":{"parts":[{"text":"y"}]}}]}"#,
+                Some(vec![t(0, 0, "\"x\"", "x"), t(1, 1, "\"y\"", "y")]),
+            ),
+            (
+                r#"{"candidates":[{"content":{"parts":[{"text":"x"}]},"index":1},{"content":{"parts":[{"text":"y"}]},"index":0}]}"#,
+                Some(vec![t(1, 0, "\"x\"", "x"), t(0, 1, "\"y\"", "y")]),
+            ),
+            (r#"{"candidates":[],"usageMetadata":{}}"#, Some(vec![])),
+            // The machine's rules: a finish reason, no scanned text in a candidate, no parts,
+            // no candidates, odd values.
+            (
+                r#"{"candidates":[{"content":{"parts":[{"text":"x"}]},"finishReason":"STOP"}]}"#,
+                None,
+            ),
+            (
+                r#"{"candidates":[{"content":{"parts":[{"text":"x"}]},"finish_reason":"STOP"}]}"#,
+                None,
+            ),
+            (r#"{"candidates":[{"content":{"parts":[{"text":"x","thought":true}]}}]}"#, None),
+            (r#"{"candidates":[{"content":{"parts":[{"functionCall":{}}]}}]}"#, None),
+            (r#"{"candidates":[{"content":{"role":"model"}}]}"#, None),
+            (r#"{"promptFeedback":{"blockReason":"OTHER"}}"#, None),
+            (r#"{"candidates":[{"content":{"parts":[{"text":"x","thought":1}]}}]}"#, None),
+            (r#"{"candidates":[{"content":{"parts":[{"text":null}]}}]}"#, None),
+            (r#"{"candidates":[{"content":{"parts":[{"text":"x"}]},"index":"0"}]}"#, None),
+            (r#"{"candidates":[{"content":{"parts":["x"]}}]}"#, None),
+            (r#"{"candidates":[{"content":{"parts":[{"text":"x","text":"y"}]}}]}"#, None),
+        ];
+        for (data, want) in cases {
+            assert_eq!(&found(&GEMINI, data).0, want, "{data}");
+        }
     }
 
     #[test]
