@@ -403,6 +403,16 @@ impl MatchStream {
         if self.status != Status::Open {
             return Ok(ByteOut::Buffer);
         }
+        if m.regexes.is_empty()
+            && self.zone == Zone::Outside
+            && self.cand.is_none()
+            && self.buf.is_empty()
+            && self.emitted == self.pos
+        {
+            if let Some(out) = self.feed_clear(m, input) {
+                return Ok(out);
+            }
+        }
         let pos0 = self.pos;
         let fired = self.scan(m, input);
         let pos1 = pos0 + input.len();
@@ -440,6 +450,52 @@ impl MatchStream {
         }
         self.buf_start = keep;
         Ok(ByteOut::Buffer)
+    }
+
+    /// [`MatchStream::feed`] for the common case of a literal list with nothing held or
+    /// pending: the chunk passes through whole unless a stop or an opening marker completes in
+    /// it, or it ends with a partial stop; `None` (nothing changed) sends it down the general
+    /// path. This skips the character loop, the buffer and the look-behind character, which
+    /// only regex stops read.
+    #[inline]
+    fn feed_clear(&mut self, m: &Matcher, input: &[u8]) -> Option<ByteOut> {
+        if self.ac == Automaton::START
+            && self.open_ac == Automaton::START
+            && self.hold_ac == Automaton::START
+            && !input.iter().any(|&b| m.leads[b as usize])
+        {
+            // No stop or marker can begin in the chunk: every automaton stays at its root.
+            self.pos += input.len();
+            self.emitted = self.pos;
+            self.buf_start = self.pos;
+            return Some(ByteOut::Input);
+        }
+        let Step::Continue(a) = m.literals.scan(self.ac, input) else { return None };
+        let open = match m.regions.opens() {
+            Some(o) => match o.scan(self.open_ac, input) {
+                Step::Continue(s) => s,
+                Step::Stop(_) => return None,
+            },
+            None => Automaton::START,
+        };
+        let (held, hold_ac) = match &m.hold {
+            Hold::None => (0, Automaton::START),
+            Hold::Same => (m.literals.depth(a), Automaton::START),
+            Hold::Separate(h) => match h.scan(self.hold_ac, input) {
+                Step::Continue(s) => (h.depth(s), s),
+                Step::Stop(_) => return None,
+            },
+        };
+        if held != 0 {
+            return None;
+        }
+        self.ac = a;
+        self.open_ac = open;
+        self.hold_ac = hold_ac;
+        self.pos += input.len();
+        self.emitted = self.pos;
+        self.buf_start = self.pos;
+        Some(ByteOut::Input)
     }
 
     fn stop(&mut self, index: usize) {
