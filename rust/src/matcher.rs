@@ -14,6 +14,18 @@
 //! * Skip regions (`region.rs`): outside a region, opening markers run in their own automaton;
 //!   one that completes no later than every stop starts a region, drops every match attempt and
 //!   hands the stream to the region's closing marker.
+//! * A literal list (with or without skip regions) with nothing held or pending takes a fast
+//!   path ([`MatchStream::feed_clear`]): when no byte of the chunk can begin a stop or an
+//!   opening marker, nothing is scanned at all (one lead-byte test per byte, the same skip the
+//!   automaton's own scan makes at its root, once for both automata); otherwise both run over
+//!   the chunk, and only a chunk in which one completes, or that ends in a partial stop, goes
+//!   the general way. Profiling showed the cost was per-call work (the character loop's set-up,
+//!   the look-behind character, the holdback and buffer bookkeeping), not the second scan:
+//!   over 4-byte chunks (`examples/matcher.rs`, release build) 4 literal stops went from 18.2
+//!   to 8.2 ns per chunk and 4 literal stops with a skip region from 22.0 to 9.0 ns, against
+//!   5.6-6.6 ns for the literal path. Merging the markers into the stops' automaton would save
+//!   the second scan only for the few chunks holding a lead byte, and would need a second depth
+//!   per state (holdback ignores partial markers), so they stay apart.
 //!
 //! The stream keeps the text it has not emitted (plus, for a flag-on regex, the text of a match
 //! attempt, which `stop_sequence` reports), because a regex's holdback can be longer than any
