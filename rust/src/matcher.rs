@@ -415,6 +415,19 @@ impl MatchStream {
         if self.status != Status::Open {
             return Ok(ByteOut::Buffer);
         }
+        if let Zone::Before(s) = self.zone {
+            // Nothing is held before the `skip_until` marker: a chunk without it passes whole.
+            if let Some(Step::Continue(s)) = m.regions.until().map(|u| u.scan(s, input)) {
+                self.zone = Zone::Before(s);
+                if !m.regexes.is_empty() {
+                    self.set_prev(last_char(input));
+                }
+                self.pos += input.len();
+                self.emitted = self.pos;
+                self.buf_start = self.pos;
+                return Ok(ByteOut::Input);
+            }
+        }
         if m.regexes.is_empty()
             && self.zone == Zone::Outside
             && self.cand.is_none()

@@ -520,6 +520,9 @@ struct Nfa {
     /// character of that class, some continuation of the text still completes a match (see
     /// [`Nfa::viability`]). Threads keep only such states.
     viable: Vec<u8>,
+    /// Whether some state a thread can be in is not viable (else nothing is ever dropped
+    /// early, and the check is skipped: `\bend\b` and most patterns).
+    prunes: bool,
     /// The Unicode word characters (`\w`), as code point ranges.
     word: Vec<(u32, u32)>,
 }
@@ -663,8 +666,8 @@ impl Nfa {
     fn new(nfa: NFA) -> Nfa {
         let looks = nfa.look_matcher().clone();
         let word = word_ranges();
-        let mut n = Nfa { nfa, looks, viable: Vec::new(), word };
-        n.viable = n.viability();
+        let mut n = Nfa { nfa, looks, viable: Vec::new(), prunes: true, word };
+        (n.viable, n.prunes) = n.viability();
         n
     }
 
@@ -692,8 +695,8 @@ impl Nfa {
     /// Which characters a path of byte transitions reads is a set of code points per path
     /// (a sequence of byte ranges), tested against each class's code point ranges. The
     /// viable nodes are those from which a match is reachable: found backwards from the
-    /// matching ones.
-    fn viability(&self) -> Vec<u8> {
+    /// matching ones. Also returns whether a node a thread can reach is not viable.
+    fn viability(&self) -> (Vec<u8>, bool) {
         let n = self.nfa.states().len();
         let classes = class_ranges(&self.word);
         let mut t = NfaThreads {
@@ -757,7 +760,7 @@ impl Nfa {
                 }
             }
             if budget == 0 {
-                return vec![ALL_CLASSES; n];
+                return (vec![ALL_CLASSES; n], false);
             }
         }
         edges.sort_unstable();
@@ -772,7 +775,8 @@ impl Nfa {
             let from = edges.partition_point(|e| e.0 < v);
             seeds.extend(edges[from..].iter().take_while(|e| e.0 == v).map(|e| e.1));
         }
-        viable
+        let prunes = seen.iter().zip(&viable).any(|(&reached, &ok)| reached & !ok != 0);
+        (viable, prunes)
     }
 
     /// The whole characters byte-consuming state `b` can read: for each state reached after
@@ -914,7 +918,7 @@ impl Nfa {
         let mut live = std::mem::take(&mut t.live);
         let mut keep = 0;
         let mut set = Vec::new();
-        let class = 1u8 << self.class_of(ch);
+        let class = if self.prunes { 1u8 << self.class_of(ch) } else { ALL_CLASSES };
         for i in 0..live.len() {
             let (s, ref states) = live[i];
             if self.closure(t, states, Ctx::At(hay, prev.len())) && matched.is_none() {
@@ -931,7 +935,9 @@ impl Nfa {
             }
             // States from which no continuation completes a match are dropped now, not when
             // a later assertion fails.
-            set.retain(|id| self.viable[id.as_usize()] & class != 0);
+            if self.prunes {
+                set.retain(|id| self.viable[id.as_usize()] & class != 0);
+            }
             if !set.is_empty() && !live[..keep].iter().any(|x| x.1 == set) {
                 live[keep] = (s, std::mem::take(&mut set));
                 keep += 1;
