@@ -23,9 +23,14 @@
 //!   the look-behind character, the holdback and buffer bookkeeping), not the second scan:
 //!   over 4-byte chunks (`examples/matcher.rs`, release build) 4 literal stops went from 18.2
 //!   to 8.2 ns per chunk and 4 literal stops with a skip region from 22.0 to 9.0 ns, against
-//!   5.6-6.6 ns for the literal path. Merging the markers into the stops' automaton would save
-//!   the second scan only for the few chunks holding a lead byte, and would need a second depth
-//!   per state (holdback ignores partial markers), so they stay apart.
+//!   5.6-6.6 ns for the literal path. Through `wrap` on the cl100k token corpus
+//!   (`benches/regex_bench.py`'s rows, the previous and this build run alternately on the same
+//!   machine, best of 30), 4 literal stops with a skip region went from 1.35x the literal path
+//!   to 1.13x, and with `skip_until` (before the marker: a chunk without it passes whole, with
+//!   one scan for the marker) from 1.06x to 0.84x; the regex rows did not change. Merging the
+//!   markers into the stops' automaton would save the second scan only for the few chunks
+//!   holding a lead byte, and would need a second depth per state (holdback ignores partial
+//!   markers), so they stay apart.
 //!
 //! The stream keeps the text it has not emitted (plus, for a flag-on regex, the text of a match
 //! attempt, which `stop_sequence` reports), because a regex's holdback can be longer than any
