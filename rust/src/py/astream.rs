@@ -334,15 +334,20 @@ fn advance<'py>(driver: &Bound<'py, AsyncDriver>, mut event: Event<'py>) -> Acti
     }
 }
 
-/// The value of a pull, as the `StopIteration` that ends its awaitable. A plain value is the
-/// exception's argument as is (CPython 3.11 then hands it to the awaiting frame without
-/// creating the exception); a tuple or an exception would be taken apart, so it is wrapped.
-fn returned(py: Python<'_>, value: Bound<'_, PyAny>) -> PyErr {
-    if value.is_instance_of::<PyTuple>() || value.is_instance_of::<PyBaseException>() {
-        return PyStopIteration::new_err((value.unbind(),));
-    }
+/// A step's outcome through the iterator protocol (`__next__`, `send`, `throw`): the value
+/// yielded, or the piece returned as the `StopIteration` that ends the awaitable. (`await`
+/// takes the `am_send` slot instead, which returns the piece without an exception.) A tuple or
+/// an exception given as the exception's argument would be taken apart, so it is wrapped.
+fn yielded<'py>(py: Python<'py>, sent: Sent<'py>) -> PyResult<Bound<'py, PyAny>> {
+    let value = match sent {
+        Sent::Yield(value) => return Ok(value),
+        Sent::Return(value) => value,
+    };
     let _ = py;
-    PyStopIteration::new_err(value.unbind())
+    if value.is_instance_of::<PyTuple>() || value.is_instance_of::<PyBaseException>() {
+        return Err(PyStopIteration::new_err((value.unbind(),)));
+    }
+    Err(PyStopIteration::new_err(value.unbind()))
 }
 
 #[pymethods]
@@ -558,7 +563,8 @@ pub(super) struct AsyncPullStep {
 }
 
 impl AsyncPullStep {
-    fn resume<'py>(&self, py: Python<'py>, input: Input<'py>) -> PyResult<Bound<'py, PyAny>> {
+    /// One step of the pull: what it yields to the event loop, or the piece it returns.
+    fn resume<'py>(&self, py: Python<'py>, input: Input<'py>) -> PyResult<Sent<'py>> {
         let Some(mut step) = try_lock(py, &self.step) else {
             return Err(PyValueError::new_err("coroutine already executing"));
         };
@@ -600,7 +606,7 @@ impl AsyncPullStep {
                 match sent {
                     Ok(Sent::Yield(value)) => {
                         *step = Step::Pulling(it.unbind());
-                        return Ok(value);
+                        return Ok(Sent::Yield(value));
                     }
                     Ok(Sent::Return(item)) => Event::Item(item),
                     Err(err) => Event::Raised(err),
@@ -615,7 +621,7 @@ impl AsyncPullStep {
                 match sent {
                     Ok(Sent::Yield(value)) => {
                         *step = Step::Handling(coroutine.unbind());
-                        return Ok(value);
+                        return Ok(Sent::Yield(value));
                     }
                     Ok(Sent::Return(_)) => Event::Next,
                     Err(err) => {
@@ -628,11 +634,11 @@ impl AsyncPullStep {
         match advance(driver, event) {
             Action::Yield(next, value) => {
                 *step = next;
-                Ok(value)
+                Ok(Sent::Yield(value))
             }
             Action::Deliver(out) => {
                 this.running.store(false, Ordering::Release);
-                Err(returned(py, out))
+                Ok(Sent::Return(out))
             }
             Action::Raise(err) => {
                 this.running.store(false, Ordering::Release);
@@ -653,7 +659,8 @@ impl AsyncPullStep {
             }
         }
         match self.resume(py, Input::Throw(PyGeneratorExit::new_err(()))) {
-            Ok(_) => {
+            Ok(Sent::Return(_)) => Ok(()),
+            Ok(Sent::Yield(_)) => {
                 // It went on instead: end it anyway, as a coroutine's `close()` does.
                 let left = try_lock(py, &self.step).map(|mut s| std::mem::replace(&mut *s, Step::Done));
                 self.driver.get().running.store(false, Ordering::Release);
@@ -684,13 +691,13 @@ impl AsyncPullStep {
     }
 
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.resume(py, Input::Send(py.None().into_bound(py)))
+        yielded(py, self.resume(py, Input::Send(py.None().into_bound(py)))?)
     }
 
     /// Resumes the pull with `value`; returns what it yields next, or raises `StopIteration`
     /// with the piece it returns.
     fn send<'py>(&self, py: Python<'py>, value: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        self.resume(py, Input::Send(value))
+        yielded(py, self.resume(py, Input::Send(value))?)
     }
 
     /// Raises `exc` where the pull waits (the upstream's awaitable, or the close in progress).
@@ -720,7 +727,7 @@ impl AsyncPullStep {
         if !err.is_instance_of::<PyBaseException>(py) {
             return Err(PyTypeError::new_err("exceptions must derive from BaseException"));
         }
-        self.resume(py, Input::Throw(err))
+        yielded(py, self.resume(py, Input::Throw(err))?)
     }
 
     /// Ends the pull where it waits, as a coroutine's `close()` does.
@@ -764,4 +771,70 @@ impl Drop for AsyncPullStep {
             }
         });
     }
+}
+
+/// The `am_send` slot of `AsyncPullStep`, which `await` (CPython's `SEND`, through
+/// `PyIter_Send`) calls instead of `__next__`: the piece comes back as a return value, as a
+/// coroutine's does, with no `StopIteration` made and normalized per item. PyO3 has no way to
+/// declare the slot; `install` sets it once the type exists.
+#[allow(unsafe_code)]
+unsafe extern "C" fn am_send(
+    slf: *mut ffi::PyObject,
+    value: *mut ffi::PyObject,
+    result: *mut *mut ffi::PyObject,
+) -> ffi::PySendResult {
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: CPython calls the slot on an attached thread, with live `slf` (an
+        // `AsyncPullStep`: the slot is set on that type only) and `value`.
+        #[allow(unsafe_code)]
+        let (py, slf, value) = unsafe {
+            let py = Python::assume_attached();
+            let slf = Bound::from_borrowed_ptr(py, slf).cast_into_unchecked::<AsyncPullStep>();
+            (py, slf, Bound::from_borrowed_ptr(py, value))
+        };
+        (py, slf.get().resume(py, Input::Send(value)).map(|sent| match sent {
+            Sent::Yield(v) => (v.into_ptr(), ffi::PySendResult::PYGEN_NEXT),
+            Sent::Return(v) => (v.into_ptr(), ffi::PySendResult::PYGEN_RETURN),
+        }))
+    }));
+    // SAFETY: `result` is the out-pointer CPython passes; the thread is attached.
+    #[allow(unsafe_code)]
+    unsafe {
+        match outcome {
+            Ok((_, Ok((object, status)))) => {
+                *result = object;
+                status
+            }
+            Ok((py, Err(err))) => {
+                err.restore(py);
+                *result = std::ptr::null_mut();
+                ffi::PySendResult::PYGEN_ERROR
+            }
+            Err(_) => {
+                let py = Python::assume_attached();
+                PyRuntimeError::new_err("internal error in AsyncPullStep").restore(py);
+                *result = std::ptr::null_mut();
+                ffi::PySendResult::PYGEN_ERROR
+            }
+        }
+    }
+}
+
+/// Sets `AsyncPullStep`'s `am_send` slot (see `am_send`).
+pub(super) fn install(py: Python<'_>) -> PyResult<()> {
+    let ty = py.get_type::<AsyncPullStep>();
+    // SAFETY: the type is a heap type made by PyO3 with an `am_await` slot, so `tp_as_async`
+    // points into its own heap type object, which CPython itself rewrites when a slot method
+    // changes; nothing has run the slot yet (the type was just made, and cannot be subclassed).
+    #[allow(unsafe_code)]
+    unsafe {
+        let raw = ty.as_type_ptr();
+        let methods = (*raw).tp_as_async;
+        if methods.is_null() {
+            return Err(PyRuntimeError::new_err("AsyncPullStep has no async slots"));
+        }
+        (*methods).am_send = Some(am_send);
+        ffi::PyType_Modified(raw);
+    }
+    Ok(())
 }

@@ -75,6 +75,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<stream::StopStream>()?;
     m.add_class::<astream::AsyncDriver>()?;
     m.add_class::<astream::AsyncPullStep>()?;
+    astream::install(m.py())?;
     m.add_class::<stopset::Compiled>()?;
     m.add_class::<sse::SSEStage>()?;
     m.add_function(wrap_pyfunction!(filters::feed_unless_stop, m)?)?;
