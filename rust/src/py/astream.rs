@@ -18,6 +18,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
 use pyo3::exceptions::{
     PyBaseException, PyException, PyGeneratorExit, PyRuntimeError, PyStopAsyncIteration,
@@ -44,14 +45,9 @@ struct DriverState {
     source: Option<Py<PyAny>>,
     /// `source` was closed already (by `aclose()` during a pull).
     closed_source: bool,
-    /// The stage: a Python object with `push`, `closing` and `end`, or the built-in filter.
-    stage: Option<Py<PyAny>>,
-    /// The stage, when it is the built-in filter (a `StopStream` over no upstream): fed
-    /// without a Python call.
-    filter: Option<Py<StopStream>>,
     /// Output owed to the consumer before anything else.
     queue: VecDeque<Py<PyAny>>,
-    /// Items pulled so far (to name a bad item's position).
+    /// Pulls started so far (to name a bad item's position).
     position: usize,
     /// No more pulls: a stop, the upstream ended or raised, or the stream was closed.
     done: bool,
@@ -68,10 +64,29 @@ struct DriverState {
 #[pyclass(frozen, subclass, module = "stopstream._core")]
 pub(super) struct AsyncDriver {
     state: TryLock<DriverState>,
+    /// The stage, set once by `_start`: outside the lock, read without a reference count.
+    stage: OnceLock<Staged>,
     /// A pull is in progress (between the first `send` of its awaitable and its end).
     running: AtomicBool,
     /// `aclose()` was called while a pull was in progress.
     close_requested: AtomicBool,
+}
+
+/// A driver's stage.
+enum Staged {
+    /// The built-in filter (a `StopStream` over no upstream): fed without a Python call.
+    Filter(Py<StopStream>),
+    /// A Python object with `push`, `closing` and `end`.
+    Python(Py<PyAny>),
+}
+
+impl Staged {
+    fn object(&self) -> &Py<PyAny> {
+        match self {
+            Staged::Filter(f) => f.as_any(),
+            Staged::Python(s) => s,
+        }
+    }
 }
 
 impl AsyncDriver {
@@ -79,40 +94,37 @@ impl AsyncDriver {
         lock(py, &self.state)
     }
 
-    /// Feeds one pulled item to the stage.
-    fn push<'py>(&self, py: Python<'py>, item: &Bound<'py, PyAny>) -> PyResult<Pushed<'py>> {
+    /// Feeds one pulled item (the `position`-th) to the stage.
+    fn push<'py>(
+        &self,
+        py: Python<'py>,
+        item: &Bound<'py, PyAny>,
+        position: usize,
+    ) -> PyResult<Pushed<'py>> {
         if self.close_requested.load(Ordering::Acquire) {
             return Ok(Pushed::Closed);
         }
-        let (stage, filter, position) = {
-            let mut st = self.st(py)?;
-            let position = st.position;
-            st.position += 1;
-            let stage = st.stage.as_ref().map(|s| s.clone_ref(py));
-            (stage, st.filter.as_ref().map(|f| f.clone_ref(py)), position)
-        };
-        let (out, closing) = if let Some(filter) = filter {
-            match filter.get().stage_push(py, item, position) {
+        let (out, closing) = match self.stage.get() {
+            Some(Staged::Filter(filter)) => match filter.get().stage_push(py, item, position) {
                 Ok(pushed) => pushed,
-                Err(err) => return Ok(bad(py, err, position)),
+                Err(err) => return Ok(bad(py, err)),
+            },
+            Some(Staged::Python(stage)) => {
+                let stage = stage.bind(py);
+                let out = match stage.call_method1(pyo3::intern!(py, "push"), (item,)) {
+                    Ok(out) => out,
+                    Err(err) => return Ok(bad(py, err)),
+                };
+                let out = if let Ok(list) = out.cast_exact::<PyList>() {
+                    let items: Vec<Py<PyAny>> = list.iter().map(Bound::unbind).collect();
+                    self.st(py)?.queue.extend(items);
+                    None
+                } else {
+                    out.is_truthy()?.then_some(out)
+                };
+                (out, stage.getattr(pyo3::intern!(py, "closing"))?.is_truthy()?)
             }
-        } else {
-            let Some(stage) = stage else {
-                return Err(PyRuntimeError::new_err("stream was not started"));
-            };
-            let stage = stage.into_bound(py);
-            let out = match stage.call_method1(pyo3::intern!(py, "push"), (item,)) {
-                Ok(out) => out,
-                Err(err) => return Ok(bad(py, err, position)),
-            };
-            let out = if let Ok(list) = out.cast_exact::<PyList>() {
-                let items: Vec<Py<PyAny>> = list.iter().map(Bound::unbind).collect();
-                self.st(py)?.queue.extend(items);
-                None
-            } else {
-                out.is_truthy()?.then_some(out)
-            };
-            (out, stage.getattr(pyo3::intern!(py, "closing"))?.is_truthy()?)
+            None => return Err(PyRuntimeError::new_err("stream was not started")),
         };
         if closing {
             if let Some(out) = out {
@@ -125,9 +137,9 @@ impl AsyncDriver {
 }
 
 /// A bad item: the stage's error, for `_bad_item`; anything but an `Exception` propagates.
-fn bad(py: Python<'_>, err: PyErr, position: usize) -> Pushed<'_> {
+fn bad(py: Python<'_>, err: PyErr) -> Pushed<'_> {
     if err.is_instance_of::<PyException>(py) {
-        Pushed::Bad(err, position)
+        Pushed::Bad(err)
     } else {
         Pushed::Raise(err)
     }
@@ -141,7 +153,7 @@ enum Pushed<'py> {
     Stopped,
     /// `aclose()` came during the pull: the item is not delivered.
     Closed,
-    Bad(PyErr, usize),
+    Bad(PyErr),
     Raise(PyErr),
 }
 
@@ -194,6 +206,22 @@ fn throw_into<'py>(it: &Bound<'py, PyAny>, err: PyErr) -> PyResult<Sent<'py>> {
     }
 }
 
+/// `iterator.__anext__()` as `async for` calls it: through the type's slot (an async
+/// generator's is native, so no method lookup), else the attribute.
+fn anext<'py>(iterator: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = iterator.py();
+    // SAFETY: reads the slot table of the type of a live object (not the limited API); the
+    // slot, called with that object, returns a new reference or NULL with an error set.
+    #[allow(unsafe_code)]
+    unsafe {
+        let methods = (*ffi::Py_TYPE(iterator.as_ptr())).tp_as_async;
+        if let Some(slot) = methods.as_ref().and_then(|m| m.am_anext) {
+            return Bound::from_owned_ptr_or_err(py, slot(iterator.as_ptr()));
+        }
+    }
+    iterator.call_method0(pyo3::intern!(py, "__anext__"))
+}
+
 /// The iterator `await` drives for `awaitable` (CPython's rule): a coroutine itself, else what
 /// its `__await__()` returns, else a generator made a coroutine by `types.coroutine`.
 fn await_iter(awaitable: Bound<'_, PyAny>) -> PyResult<Bound<'_, PyAny>> {
@@ -236,8 +264,8 @@ fn await_iter(awaitable: Bound<'_, PyAny>) -> PyResult<Bound<'_, PyAny>> {
 enum Event<'py> {
     /// Deliver what is queued, else pull.
     Next,
-    /// The upstream's awaitable returned an item.
-    Item(Bound<'py, PyAny>),
+    /// The upstream's awaitable returned an item, the `position`-th.
+    Item(Bound<'py, PyAny>, usize),
     /// The upstream's `__anext__` or its awaitable raised.
     Raised(PyErr),
 }
@@ -272,7 +300,7 @@ fn advance<'py>(driver: &Bound<'py, AsyncDriver>, mut event: Event<'py>) -> Acti
     loop {
         let next = match event {
             Event::Next => {
-                let iterator = {
+                let (iterator, position) = {
                     let mut st = match this.st(py) {
                         Ok(st) => st,
                         Err(err) => return Action::Raise(err),
@@ -284,24 +312,26 @@ fn advance<'py>(driver: &Bound<'py, AsyncDriver>, mut event: Event<'py>) -> Acti
                         drop(st);
                         return Action::Raise(PyErr::from_value(exc.into_bound(py)));
                     }
-                    match &st.iterator {
+                    let iterator = match &st.iterator {
                         Some(iterator) if !st.done => iterator.clone_ref(py).into_bound(py),
                         _ => return Action::Raise(PyStopAsyncIteration::new_err(())),
-                    }
+                    };
+                    let position = st.position;
+                    st.position += 1;
+                    (iterator, position)
                 };
-                let pulled = iterator
-                    .call_method0(pyo3::intern!(py, "__anext__"))
+                let pulled = anext(&iterator)
                     .and_then(await_iter)
                     .and_then(|it| Ok((send(&it, &py.None().into_bound(py))?, it)));
                 match pulled {
                     Ok((Sent::Yield(value), it)) => {
-                        return Action::Yield(Step::Pulling(it.unbind()), value);
+                        return Action::Yield(Step::Pulling(it.unbind(), position), value);
                     }
-                    Ok((Sent::Return(item), _)) => Ok(Event::Item(item)),
+                    Ok((Sent::Return(item), _)) => Ok(Event::Item(item, position)),
                     Err(err) => Ok(Event::Raised(err)),
                 }
             }
-            Event::Item(item) => match this.push(py, &item) {
+            Event::Item(item, position) => match this.push(py, &item, position) {
                 Ok(Pushed::Out(out)) => return Action::Deliver(out),
                 Ok(Pushed::Nothing) => Ok(Event::Next),
                 Ok(Pushed::Stopped) => {
@@ -310,7 +340,7 @@ fn advance<'py>(driver: &Bound<'py, AsyncDriver>, mut event: Event<'py>) -> Acti
                 Ok(Pushed::Closed) => {
                     handle(driver, pyo3::intern!(py, "_closed_during_pull"), PyTuple::empty(py))
                 }
-                Ok(Pushed::Bad(err, position)) => {
+                Ok(Pushed::Bad(err)) => {
                     let args = (err.into_value(py), item, position).into_pyobject(py);
                     match args {
                         Ok(args) => handle(driver, pyo3::intern!(py, "_bad_item"), args),
@@ -360,13 +390,12 @@ impl AsyncDriver {
                 iterator: None,
                 source: None,
                 closed_source: false,
-                stage: None,
-                filter: None,
                 queue: VecDeque::new(),
                 position: 0,
                 done: false,
                 deferred: None,
             }),
+            stage: OnceLock::new(),
             running: AtomicBool::new(false),
             close_requested: AtomicBool::new(false),
         }
@@ -382,17 +411,16 @@ impl AsyncDriver {
         source: Option<Py<PyAny>>,
         stage: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let filter = stage.cast::<StopStream>().ok().map(|f| f.clone().unbind());
-        let old = {
-            let mut st = self.st(py)?;
-            let old = (st.iterator.take(), st.source.take(), st.stage.take());
-            st.iterator = Some(iterator);
-            st.source = source;
-            st.stage = Some(stage.clone().unbind());
-            st.filter = filter;
-            old
+        let staged = match stage.cast::<StopStream>() {
+            Ok(filter) => Staged::Filter(filter.clone().unbind()),
+            Err(_) => Staged::Python(stage.clone().unbind()),
         };
-        drop(old);
+        if self.stage.set(staged).is_err() {
+            return Err(PyRuntimeError::new_err("stream already started"));
+        }
+        let mut st = self.st(py)?;
+        st.iterator = Some(iterator);
+        st.source = source;
         Ok(())
     }
 
@@ -408,8 +436,8 @@ impl AsyncDriver {
     }
 
     #[getter(_stage)]
-    fn stage(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        Ok(self.st(py)?.stage.as_ref().map(|s| s.clone_ref(py)))
+    fn stage(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.stage.get().map(|s| s.object().clone_ref(py))
     }
 
     #[getter(_running)]
@@ -483,17 +511,15 @@ impl AsyncDriver {
 
     /// Queues what the stage still owes once the upstream is done.
     fn _end_stage(&self, py: Python<'_>) -> PyResult<()> {
-        let (stage, filter) = {
-            let st = self.st(py)?;
-            (st.stage.as_ref().map(|s| s.clone_ref(py)), st.filter.as_ref().map(|f| f.clone_ref(py)))
-        };
-        let owed: Vec<Py<PyAny>> = if let Some(filter) = filter {
-            filter.get().stage_end(py)?.map(Bound::unbind).into_iter().collect()
-        } else if let Some(stage) = stage {
-            let owed = stage.bind(py).call_method0(pyo3::intern!(py, "end"))?;
-            owed.try_iter()?.map(|item| item.map(Bound::unbind)).collect::<PyResult<_>>()?
-        } else {
-            Vec::new()
+        let owed: Vec<Py<PyAny>> = match self.stage.get() {
+            Some(Staged::Filter(filter)) => {
+                filter.get().stage_end(py)?.map(Bound::unbind).into_iter().collect()
+            }
+            Some(Staged::Python(stage)) => {
+                let owed = stage.bind(py).call_method0(pyo3::intern!(py, "end"))?;
+                owed.try_iter()?.map(|item| item.map(Bound::unbind)).collect::<PyResult<_>>()?
+            }
+            None => Vec::new(),
         };
         self.st(py)?.queue.extend(owed);
         Ok(())
@@ -508,24 +534,26 @@ impl AsyncDriver {
         if let Some(st) = guard {
             visit.call(&st.iterator)?;
             visit.call(&st.source)?;
-            visit.call(&st.stage)?;
             visit.call(&st.deferred)?;
             for item in &st.queue {
                 visit.call(item)?;
             }
         }
+        if let Some(stage) = self.stage.get() {
+            visit.call(stage.object())?;
+        }
         Ok(())
     }
 
     fn __clear__(&self) {
+        // The stage stays (set once, read without the lock); a cycle through it is broken at
+        // the stage's own references.
         Python::attach(|py| {
             let old = try_lock(py, &self.state).map(|mut st| {
                 st.done = true;
                 (
                     st.iterator.take(),
                     st.source.take(),
-                    st.stage.take(),
-                    st.filter.take(),
                     st.deferred.take(),
                     std::mem::take(&mut st.queue),
                 )
@@ -539,8 +567,8 @@ impl AsyncDriver {
 enum Step {
     /// Created, not yet sent to.
     Start,
-    /// Driving the upstream's awaitable (its iterator).
-    Pulling(Py<PyAny>),
+    /// Driving the upstream's awaitable (its iterator) for the `position`-th item.
+    Pulling(Py<PyAny>, usize),
     /// Driving a policy coroutine of the Python side.
     Handling(Py<PyAny>),
     /// Returned or raised.
@@ -556,7 +584,7 @@ enum Input<'py> {
 /// The awaitable returned by `AsyncDriver.__anext__`: one pull, with a coroutine's protocol
 /// (`__await__`, `send`, `throw`, `close`). Like a coroutine it does nothing until first sent
 /// to; dropped while suspended, it is closed as a coroutine would be.
-#[pyclass(frozen, module = "stopstream._core")]
+#[pyclass(frozen, freelist = 16, module = "stopstream._core")]
 pub(super) struct AsyncPullStep {
     driver: Py<AsyncDriver>,
     step: TryLock<Step>,
@@ -597,7 +625,7 @@ impl AsyncPullStep {
                     Event::Next
                 }
             },
-            Step::Pulling(it) => {
+            Step::Pulling(it, position) => {
                 let it = it.into_bound(py);
                 let sent = match input {
                     Input::Send(value) => send(&it, &value),
@@ -605,10 +633,10 @@ impl AsyncPullStep {
                 };
                 match sent {
                     Ok(Sent::Yield(value)) => {
-                        *step = Step::Pulling(it.unbind());
+                        *step = Step::Pulling(it.unbind(), position);
                         return Ok(Sent::Yield(value));
                     }
-                    Ok(Sent::Return(item)) => Event::Item(item),
+                    Ok(Sent::Return(item)) => Event::Item(item, position),
                     Err(err) => Event::Raised(err),
                 }
             }
@@ -741,7 +769,7 @@ impl AsyncPullStep {
         #[allow(unsafe_code)]
         let guard = unsafe { self.step.try_acquire() };
         if let Some(step) = guard {
-            if let Step::Pulling(obj) | Step::Handling(obj) = &*step {
+            if let Step::Pulling(obj, _) | Step::Handling(obj) = &*step {
                 visit.call(obj)?;
             }
         }
@@ -761,15 +789,16 @@ impl Drop for AsyncPullStep {
         // Abandoned while suspended: closed, as the finalizer of a coroutine closes it (the
         // upstream's awaitable is closed, then the pull ends by the policy for an upstream
         // error). Nobody is left to tell of a failure but `sys.unraisablehook`.
-        Python::attach(|py| {
-            let suspended = try_lock(py, &self.step)
-                .is_some_and(|s| matches!(*s, Step::Pulling(_) | Step::Handling(_)));
-            if suspended {
-                if let Err(err) = self.close_step(py) {
-                    err.write_unraisable(py, None);
-                }
+        // SAFETY: a Python object is dropped from its `tp_dealloc`, on an attached thread.
+        #[allow(unsafe_code)]
+        let py = unsafe { Python::assume_attached() };
+        let suspended = try_lock(py, &self.step)
+            .is_some_and(|s| matches!(*s, Step::Pulling(..) | Step::Handling(_)));
+        if suspended {
+            if let Err(err) = self.close_step(py) {
+                err.write_unraisable(py, None);
             }
-        });
+        }
     }
 }
 
@@ -820,7 +849,16 @@ unsafe extern "C" fn am_send(
     }
 }
 
-/// Sets `AsyncPullStep`'s `am_send` slot (see `am_send`).
+/// The `am_await` slot of `AsyncPullStep`: the object itself, without a PyO3 method call.
+#[allow(unsafe_code)]
+unsafe extern "C" fn am_await(slf: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    // SAFETY: CPython passes a live object on an attached thread; the slot returns a new
+    // reference.
+    unsafe { ffi::Py_IncRef(slf) };
+    slf
+}
+
+/// Sets `AsyncPullStep`'s `am_send` and `am_await` slots (see `am_send`).
 pub(super) fn install(py: Python<'_>) -> PyResult<()> {
     let ty = py.get_type::<AsyncPullStep>();
     // SAFETY: the type is a heap type made by PyO3 with an `am_await` slot, so `tp_as_async`
@@ -834,6 +872,7 @@ pub(super) fn install(py: Python<'_>) -> PyResult<()> {
             return Err(PyRuntimeError::new_err("AsyncPullStep has no async slots"));
         }
         (*methods).am_send = Some(am_send);
+        (*methods).am_await = Some(am_await);
         ffi::PyType_Modified(raw);
     }
     Ok(())
