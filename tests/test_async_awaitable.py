@@ -325,13 +325,13 @@ def test_wait_for_timeout_wraps_the_awaitable() -> None:
 def test_upstream_returning_futures(later: bool) -> None:
     async def main() -> None:
         upstream = FutureUpstream(["Hello </ans", "wer> tail"], later=later)
-        s = awrap(upstream, ["</answer>"])
+        s = awrap(upstream, ["</answer>"])  # type: ignore[arg-type]
         assert [p async for p in s] == ["Hello "]
         assert s.stop_sequence == "</answer>"
         assert upstream.closed == 1
 
         ended = FutureUpstream(["a", "b"], later=later)
-        t = awrap(ended, ["zz"])
+        t = awrap(ended, ["zz"])  # type: ignore[arg-type]
         assert [p async for p in t] == ["a", "b"]
         assert t.stop_reason == "end"
         assert ended.closed == 0  # ran out by itself: nothing to close
@@ -344,7 +344,7 @@ def test_upstream_future_with_an_exception(later: bool) -> None:
     async def main() -> None:
         error = UpstreamError("from the future")
         upstream = FutureUpstream(["<a", error], later=later)
-        s = awrap(upstream, ["<ab>"])
+        s = awrap(upstream, ["<ab>"])  # type: ignore[arg-type]
         with pytest.raises(UpstreamError) as info:
             await s.__anext__()
         assert info.value is error
@@ -475,7 +475,7 @@ def test_cancel_while_awaiting_an_iterator_without_throw() -> None:
 
     async def main() -> None:
         upstream = Custom()
-        s = awrap(upstream, ["zz"])
+        s = awrap(upstream, ["zz"])  # type: ignore[call-overload]
         task = asyncio.ensure_future(s.__anext__())
         await asyncio.sleep(0)
         task.cancel()
@@ -489,6 +489,7 @@ def test_cancel_while_awaiting_an_iterator_without_throw() -> None:
 def test_subclass_overriding_anext_through_super() -> None:
     class Logged(stopstream.AsyncStopStream[str]):
         __slots__ = ("log",)
+        log: list[str]
 
         async def __anext__(self) -> str:
             piece: str = await super().__anext__()

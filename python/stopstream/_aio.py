@@ -1,9 +1,10 @@
 """The async pull API: the async lifecycle driver over a native filter.
 
-The driver and the filter are native (``stopstream._core.AsyncDriver`` feeding ``wrap``'s own
-filter): per item, no Python frame but the upstream's. Unlike an async generator, the object needs no ``aclosing`` to release its upstream when a
-stop fires: it closes the upstream itself (Starlette's ``StreamingResponse`` never calls
-``aclose()`` on its body iterator). Dropped unfinished, it cannot await a close: use
+The driver and the filter are native (``stopstream._core.AsyncDriver`` feeding ``wrap``'s
+own filter): per item, no Python frame but the upstream's. Unlike an async generator, the
+object needs no ``aclosing`` to release its upstream when a stop fires: it closes the
+upstream itself (Starlette's ``StreamingResponse`` never calls ``aclose()`` on its body
+iterator). Dropped unfinished, it cannot await a close: use
 ``async with`` (or ``contextlib.aclosing``) where a consumer may stop early.
 """
 

@@ -47,6 +47,8 @@ from stopstream._core import AsyncDriver
 if TYPE_CHECKING:
     from typing_extensions import Self
 
+    from stopstream._core import StopStream
+
 _Out = TypeVar("_Out")
 
 
@@ -103,7 +105,7 @@ class AsyncPull(AsyncDriver, Generic[_Out]):
 
     __slots__ = ()
 
-    def __init__(self, source: AsyncIterable[Any], stage: Stage) -> None:
+    def __init__(self, source: AsyncIterable[Any], stage: Stage | StopStream[Any]) -> None:
         if not isinstance(source, AsyncIterable):
             raise TypeError(f"expected an async iterable, not {type(source).__name__}")
         iterator = source.__aiter__()

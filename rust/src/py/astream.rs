@@ -175,9 +175,7 @@ fn send<'py>(it: &Bound<'py, PyAny>, value: &Bound<'py, PyAny>) -> PyResult<Sent
     unsafe {
         match ffi::PyIter_Send(it.as_ptr(), value.as_ptr(), &raw mut result) {
             ffi::PySendResult::PYGEN_NEXT => Ok(Sent::Yield(Bound::from_owned_ptr(py, result))),
-            ffi::PySendResult::PYGEN_RETURN => {
-                Ok(Sent::Return(Bound::from_owned_ptr(py, result)))
-            }
+            ffi::PySendResult::PYGEN_RETURN => Ok(Sent::Return(Bound::from_owned_ptr(py, result))),
             ffi::PySendResult::PYGEN_ERROR => Err(PyErr::fetch(py)),
         }
     }
@@ -690,7 +688,8 @@ impl AsyncPullStep {
             Ok(Sent::Return(_)) => Ok(()),
             Ok(Sent::Yield(_)) => {
                 // It went on instead: end it anyway, as a coroutine's `close()` does.
-                let left = try_lock(py, &self.step).map(|mut s| std::mem::replace(&mut *s, Step::Done));
+                let left =
+                    try_lock(py, &self.step).map(|mut s| std::mem::replace(&mut *s, Step::Done));
                 self.driver.get().running.store(false, Ordering::Release);
                 if let Some(Step::Handling(coroutine)) = left {
                     coroutine.bind(py).call_method0(pyo3::intern!(py, "close"))?;
@@ -724,12 +723,13 @@ impl AsyncPullStep {
 
     /// Resumes the pull with `value`; returns what it yields next, or raises `StopIteration`
     /// with the piece it returns.
+    #[pyo3(signature = (value, /))]
     fn send<'py>(&self, py: Python<'py>, value: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         yielded(py, self.resume(py, Input::Send(value))?)
     }
 
     /// Raises `exc` where the pull waits (the upstream's awaitable, or the close in progress).
-    #[pyo3(signature = (typ, val = None, tb = None))]
+    #[pyo3(signature = (typ, val = None, tb = None, /))]
     fn throw<'py>(
         &self,
         py: Python<'py>,
@@ -821,10 +821,13 @@ unsafe extern "C" fn am_send(
             let slf = Bound::from_borrowed_ptr(py, slf).cast_into_unchecked::<AsyncPullStep>();
             (py, slf, Bound::from_borrowed_ptr(py, value))
         };
-        (py, slf.get().resume(py, Input::Send(value)).map(|sent| match sent {
-            Sent::Yield(v) => (v.into_ptr(), ffi::PySendResult::PYGEN_NEXT),
-            Sent::Return(v) => (v.into_ptr(), ffi::PySendResult::PYGEN_RETURN),
-        }))
+        (
+            py,
+            slf.get().resume(py, Input::Send(value)).map(|sent| match sent {
+                Sent::Yield(v) => (v.into_ptr(), ffi::PySendResult::PYGEN_NEXT),
+                Sent::Return(v) => (v.into_ptr(), ffi::PySendResult::PYGEN_RETURN),
+            }),
+        )
     }));
     // SAFETY: `result` is the out-pointer CPython passes; the thread is attached.
     #[allow(unsafe_code)]
