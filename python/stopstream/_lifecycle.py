@@ -7,16 +7,16 @@ I/O-free object that turns items into output:
   output items; it raises for a bad item;
 - ``stage.closing`` is true once the stage wants no more input (a stop fired and the upstream
   should be closed now);
-- ``stage.explain(error, item, position)``, optional: the exception to raise for a bad item
-  (a stage whose ``push`` is a native method words the error there);
 - ``stage.end()`` returns the output still owed once the upstream is done: after it ran out by
   itself, or after ``closing`` and the close. It is not called after an upstream error or a
   close asked for by the consumer: a dropped stream is not a finished one.
 
 The sync driver is native (``stopstream._core.StopStream``, so that ``wrap`` costs no Python
-frame per chunk); ``AsyncPull`` below is its async twin. Both follow one policy, with the same
-states (open, pulling, close requested, closing, ended) and the same rules, checked by one test
-matrix over every entry point:
+frame per chunk); ``AsyncPull`` below is its async twin, native for the common step of a pull
+(``stopstream._core.AsyncDriver``: no Python frame per item either), its other events being
+the coroutine methods here. Both follow one policy, with the same states (open, pulling, close
+requested, closing, ended) and the same rules, checked by one test matrix over every entry
+point:
 
 1. a stop (``closing``): close the upstream at once, deliver the last piece and ``end()``'s
    output, then end; a failing close is raised on the pull after the last output;
@@ -159,18 +159,14 @@ class AsyncPull(AsyncDriver, Generic[_Out]):
         self._end_stage()
 
     async def _bad_item(self, error: Exception, item: object, position: int) -> NoReturn:
-        """Ends the stream for a bad item: closes the upstream, raises the stage's error (a
-        failing close is its ``__context__``)."""
+        """Ends the stream for a bad item (the ``position``-th, ``item``): closes the
+        upstream, raises the stage's error (a failing close is its ``__context__``)."""
         self._done = True
-        explain = getattr(self._stage, "explain", None)
-        bad = error if explain is None else explain(error, item, position)
-        if bad is not error:
-            bad.__suppress_context__ = True
         try:
             await self._close_upstream()
         except Exception as close_error:
-            bad.__context__ = close_error
-        raise bad
+            error.__context__ = close_error
+        raise error
 
     async def _close_upstream(self) -> None:
         """Closes what is left of the upstream (each object once)."""

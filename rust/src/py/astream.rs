@@ -116,8 +116,8 @@ impl AsyncDriver {
                     Err(err) => return Ok(bad(py, err)),
                 };
                 let out = if let Ok(list) = out.cast_exact::<PyList>() {
-                    let items: Vec<Py<PyAny>> = list.iter().map(Bound::unbind).collect();
-                    self.st(py)?.queue.extend(items);
+                    // Reading a list's items runs no Python code: safe under the lock.
+                    self.st(py)?.queue.extend(list.iter().map(Bound::unbind));
                     None
                 } else {
                     out.is_truthy()?.then_some(out)
@@ -220,21 +220,46 @@ fn anext<'py>(iterator: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     iterator.call_method0(pyo3::intern!(py, "__anext__"))
 }
 
+/// Whether `object` is a coroutine: its exact type (`PyCoro_CheckExact` in PyO3 also walks the
+/// MRO of every other type, an async generator's `asend` object per item).
+///
+/// # Safety
+///
+/// `object` is a live object.
+#[allow(unsafe_code)]
+unsafe fn is_coroutine(object: *mut ffi::PyObject) -> bool {
+    // SAFETY: the caller passes a live object; the type object is a static of CPython's.
+    unsafe { std::ptr::eq(ffi::Py_TYPE(object), &raw const ffi::PyCoro_Type) }
+}
+
 /// The iterator `await` drives for `awaitable` (CPython's rule): a coroutine itself, else what
-/// its `__await__()` returns, else a generator made a coroutine by `types.coroutine`.
+/// its `__await__()` returns (through the type's slot: an async generator's `asend` object
+/// returns itself, with no bound method made per item), else a generator made a coroutine by
+/// `types.coroutine`.
 fn await_iter(awaitable: Bound<'_, PyAny>) -> PyResult<Bound<'_, PyAny>> {
     let py = awaitable.py();
-    // SAFETY: a type check of a live object.
+    // SAFETY: type checks and a slot read of a live object (not the limited API); the slot,
+    // called with that object, returns a new reference or NULL with an error set.
     #[allow(unsafe_code)]
-    let coroutine = unsafe { ffi::PyCoro_CheckExact(awaitable.as_ptr()) } != 0;
-    if coroutine {
-        return Ok(awaitable);
-    }
-    if let Some(method) = awaitable.getattr_opt(pyo3::intern!(py, "__await__"))? {
-        let it = method.call0()?;
-        // SAFETY: a slot check of a live object.
+    let it = unsafe {
+        if is_coroutine(awaitable.as_ptr()) {
+            return Ok(awaitable);
+        }
+        let methods = (*ffi::Py_TYPE(awaitable.as_ptr())).tp_as_async;
+        match methods.as_ref().and_then(|m| m.am_await) {
+            Some(slot) => Some(Bound::from_owned_ptr_or_err(py, slot(awaitable.as_ptr()))?),
+            None => None,
+        }
+    };
+    if let Some(it) = it {
+        // SAFETY: type and slot checks of a live object.
         #[allow(unsafe_code)]
-        let iterator = unsafe { ffi::PyIter_Check(it.as_ptr()) } != 0;
+        let (iterator, coroutine) = unsafe {
+            (ffi::PyIter_Check(it.as_ptr()) != 0, is_coroutine(it.as_ptr()))
+        };
+        if coroutine {
+            return Err(PyTypeError::new_err("__await__() returned a coroutine"));
+        }
         if !iterator {
             return Err(PyTypeError::new_err(format!(
                 "__await__() returned non-iterator of type '{}'",
