@@ -254,9 +254,8 @@ fn await_iter(awaitable: Bound<'_, PyAny>) -> PyResult<Bound<'_, PyAny>> {
     if let Some(it) = it {
         // SAFETY: type and slot checks of a live object.
         #[allow(unsafe_code)]
-        let (iterator, coroutine) = unsafe {
-            (ffi::PyIter_Check(it.as_ptr()) != 0, is_coroutine(it.as_ptr()))
-        };
+        let (iterator, coroutine) =
+            unsafe { (ffi::PyIter_Check(it.as_ptr()) != 0, is_coroutine(it.as_ptr())) };
         if coroutine {
             return Err(PyTypeError::new_err("__await__() returned a coroutine"));
         }
