@@ -6,7 +6,13 @@
 //! `__anext__` is a plain native method returning a small native awaitable that drives the
 //! upstream's awaitable itself (`PyIter_Send`, which for a coroutine hands back the return
 //! value without creating a `StopIteration`), feeds the stage, and returns the output; when the
-//! stage holds the item back it pulls the next one within the same awaitable.
+//! stage holds the item back it pulls the next one within the same awaitable. The piece goes
+//! back through the `am_send` slot (set by `install`: PyO3 cannot declare it), as a
+//! coroutine's return value does; returned as a `StopIteration` from `__next__` it cost more
+//! than the rest of the step (PyO3 on CPython 3.11 normalizes every exception it raises): the
+//! per-chunk `awrap` row went from 3.0× to 2.1× the floor with the slot alone, and to 1.9× to
+//! 2.0× (1 to 4 stops) with the upstream's `__anext__` and `__await__` reached through their
+//! slots, the stage read without a lock and a free list for the awaitable.
 //!
 //! Only the common step runs here: deliver queued output, pull, feed, return. Every other event
 //! of the lifecycle (the upstream raised or ran out, a bad item, a stop, a close requested
@@ -390,12 +396,11 @@ fn advance<'py>(driver: &Bound<'py, AsyncDriver>, mut event: Event<'py>) -> Acti
 /// yielded, or the piece returned as the `StopIteration` that ends the awaitable. (`await`
 /// takes the `am_send` slot instead, which returns the piece without an exception.) A tuple or
 /// an exception given as the exception's argument would be taken apart, so it is wrapped.
-fn yielded<'py>(py: Python<'py>, sent: Sent<'py>) -> PyResult<Bound<'py, PyAny>> {
+fn yielded(sent: Sent<'_>) -> PyResult<Bound<'_, PyAny>> {
     let value = match sent {
         Sent::Yield(value) => return Ok(value),
         Sent::Return(value) => value,
     };
-    let _ = py;
     if value.is_instance_of::<PyTuple>() || value.is_instance_of::<PyBaseException>() {
         return Err(PyStopIteration::new_err((value.unbind(),)));
     }
@@ -742,14 +747,14 @@ impl AsyncPullStep {
     }
 
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        yielded(py, self.resume(py, Input::Send(py.None().into_bound(py)))?)
+        yielded(self.resume(py, Input::Send(py.None().into_bound(py)))?)
     }
 
     /// Resumes the pull with `value`; returns what it yields next, or raises `StopIteration`
     /// with the piece it returns.
     #[pyo3(signature = (value, /))]
     fn send<'py>(&self, py: Python<'py>, value: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        yielded(py, self.resume(py, Input::Send(value))?)
+        yielded(self.resume(py, Input::Send(value))?)
     }
 
     /// Raises `exc` where the pull waits (the upstream's awaitable, or the close in progress).
@@ -779,7 +784,7 @@ impl AsyncPullStep {
         if !err.is_instance_of::<PyBaseException>(py) {
             return Err(PyTypeError::new_err("exceptions must derive from BaseException"));
         }
-        yielded(py, self.resume(py, Input::Throw(err))?)
+        yielded(self.resume(py, Input::Throw(err))?)
     }
 
     /// Ends the pull where it waits, as a coroutine's `close()` does.
