@@ -7,8 +7,8 @@
 - ``openai.wrap_chat`` / ``anthropic.wrap_messages`` over SDK objects against what the SDK's
   own streaming spends per chunk: its real client reading the same body from an in-memory
   transport of its HTTP library (``httpx``, or ``httpx2`` for the SDKs built on it);
-- ``awrap`` against an async generator passing the chunks through, and the async SSE adapters
-  against their sync twins.
+- ``awrap`` against an async generator passing the chunks through, and the async adapters (SSE
+  bodies and SDK objects) against their sync twins plus that pass-through.
 
 The events are real token streams (cl100k tokens of the benchmark corpus) in the providers'
 wire format, one event per body chunk, with stop lists that never fire.
@@ -32,8 +32,8 @@ import corpus
 import openai
 
 from stopstream import sse
-from stopstream.anthropic import wrap_messages
-from stopstream.openai import wrap_chat
+from stopstream.anthropic import awrap_messages, wrap_messages
+from stopstream.openai import awrap_chat, wrap_chat
 
 STOPS = ("</answer>", "<|im_end|>", "\n\nUser:", "Observation:")
 
@@ -377,6 +377,20 @@ def measure(texts: Sequence[str], repeats: int) -> tuple[list[Row], list[tuple[s
             1.0,
         )
     )
+    awrap_a = (
+        best_ns(lambda: adrain(sse.awrap_anthropic(apassthrough(b.messages_body), STOPS)), repeats)
+        / n_msg
+    )
+    afloor_a = best_ns(lambda: adrain(apassthrough(b.messages_body)), repeats) / n_msg
+    rows.append(
+        Row(
+            "sse.awrap_anthropic, per event",
+            awrap_a,
+            "sse.wrap_anthropic + async pass-through",
+            wrap_a + afloor_a,
+            1.0,
+        )
+    )
 
     # The SDKs.
     o_stream, a_stream = openai_stream(b.chat_body), anthropic_stream(b.messages_body)
@@ -401,6 +415,31 @@ def measure(texts: Sequence[str], repeats: int) -> tuple[list[Row], list[tuple[s
             "the anthropic SDK's streaming",
             sdk_a,
             0.1,
+        )
+    )
+    # Their async twins, over the same objects from an async generator.
+    achat = best_ns(lambda: adrain(awrap_chat(apassthrough(chunks), STOPS)), repeats) / len(chunks)
+    afloor_c = best_ns(lambda: adrain(apassthrough(chunks)), repeats) / len(chunks)
+    rows.append(
+        Row(
+            "openai.awrap_chat over SDK chunks",
+            achat,
+            "openai.wrap_chat + async pass-through",
+            chat + afloor_c,
+            1.0,
+        )
+    )
+    amsgs = best_ns(lambda: adrain(awrap_messages(apassthrough(events), STOPS)), repeats) / len(
+        events
+    )
+    afloor_m = best_ns(lambda: adrain(apassthrough(events)), repeats) / len(events)
+    rows.append(
+        Row(
+            "anthropic.awrap_messages over SDK events",
+            amsgs,
+            "anthropic.wrap_messages + async pass-through",
+            msgs + afloor_m,
+            1.0,
         )
     )
 

@@ -1,19 +1,19 @@
 """The async pull API: the async lifecycle driver over a native filter.
 
-Per item it awaits the upstream and makes one native ``feed`` call; the matching itself runs in
-Rust. Unlike an async generator, the object needs no ``aclosing`` to release its upstream when a
-stop fires: it closes the upstream itself (Starlette's ``StreamingResponse`` never calls
-``aclose()`` on its body iterator). Dropped unfinished, it cannot await a close: use
+The driver and the filter are native (``stopstream._core.AsyncDriver`` feeding ``wrap``'s
+own filter): per item, no Python frame but the upstream's. Unlike an async generator, the
+object needs no ``aclosing`` to release its upstream when a stop fires: it closes the
+upstream itself (Starlette's ``StreamingResponse`` never calls ``aclose()`` on its body
+iterator). Dropped unfinished, it cannot await a close: use
 ``async with`` (or ``contextlib.aclosing``) where a consumer may stop early.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Callable, Iterable
-from operator import attrgetter
+from collections.abc import AsyncIterable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from stopstream._core import ByteStopFilter, Regex, Stop, StopFilter
+from stopstream._core import Regex, Stop, StopStream
 from stopstream._lifecycle import AsyncPull
 from stopstream._wrap import stop_set
 
@@ -25,74 +25,10 @@ _Chunk = TypeVar("_Chunk", str, bytes)
 BytesLike = bytes | bytearray | memoryview
 
 
-class _FilterStage:
-    """A native filter as a lifecycle stage; the first item decides between str and bytes.
-
-    After the first item, ``push`` is the filter's own ``feed`` and ``closing`` reads its
-    ``stopped`` through ``attrgetter``: no Python frame per item (``explain`` words an error
-    afterwards).
-    """
-
-    __slots__ = ("errors", "filter", "include_stop", "push", "stops")
-
-    def __init__(
-        self,
-        stops: Stops,
-        include_stop: bool | None,
-        errors: str,
-        skip: Iterable[tuple[str, str]] | None = None,
-        skip_until: str | None = None,
-    ) -> None:
-        if errors not in ("strict", "replace"):
-            raise ValueError(f"errors must be 'strict' or 'replace', not {errors!r}")
-        # Validate and compile the stops now, so a bad list fails at the call site.
-        self.stops = stop_set(stops, include_stop, skip, skip_until)
-        self.include_stop = self.stops.include_stop
-        self.errors = errors
-        self.filter: StopFilter | ByteStopFilter | None = None
-        # The first item goes through ``_first``; later ones straight to the filter's ``feed``.
-        self.push: Callable[[Any], str | bytes] = self._first
-
-    # Read only after a ``push``, so the filter exists.
-    closing = property(attrgetter("filter.stopped"))
-
-    def _make(self, first: object) -> StopFilter | ByteStopFilter:
-        if isinstance(first, str):
-            return StopFilter(self.stops)
-        return ByteStopFilter(self.stops, errors=self.errors)
-
-    def _first(self, item: object) -> str | bytes:
-        if not isinstance(item, (str, bytes, bytearray, memoryview)):
-            raise TypeError(
-                f"item at position 0 must be str or bytes-like, not {type(item).__name__}"
-            )
-        f = self.filter = self._make(item)
-        self.push = f.feed
-        return f.feed(item)  # type: ignore[arg-type]
-
-    def explain(self, error: Exception, item: object, position: int) -> Exception:
-        """The error to raise for a bad item at ``position`` (the filter's own, reworded)."""
-        f = self.filter
-        if position == 0 or f is None or not isinstance(error, TypeError):
-            return error
-        started = "str" if isinstance(f, StopFilter) else "bytes"
-        return TypeError(
-            f"item at position {position} is {type(item).__name__}, "
-            f"but the stream started with {started}"
-        )
-
-    def end(self) -> list[Any]:
-        f = self.filter
-        if f is None:
-            f = self.filter = StopFilter(self.stops)
-        tail = f.finish()
-        return [tail] if tail else []
-
-
 class AsyncStopStream(AsyncPull[_Chunk]):
     """Async iterator applying stop sequences to an upstream async iterable of chunks."""
 
-    __slots__ = ("_filter_stage",)
+    __slots__ = ("_filter",)
 
     def __init__(
         self,
@@ -106,42 +42,42 @@ class AsyncStopStream(AsyncPull[_Chunk]):
     ) -> None:
         if not isinstance(chunks, AsyncIterable):
             raise TypeError(f"chunks must be an async iterable, not {type(chunks).__name__}")
-        stage = _FilterStage(stops, include_stop, errors, skip, skip_until)
-        self._filter_stage = stage
-        super().__init__(chunks, stage)
+        if errors not in ("strict", "replace"):
+            raise ValueError(f"errors must be 'strict' or 'replace', not {errors!r}")
+        # The stage is ``wrap``'s own filter: a native stream over no upstream, which the
+        # native driver feeds item by item (no Python call per item), and whose errors and
+        # attributes are ``wrap``'s.
+        compiled = stop_set(stops, include_stop, skip, skip_until)
+        self._filter: StopStream[Any] = StopStream((), compiled, errors=errors)
+        super().__init__(chunks, self._filter)
 
     @property
     def stops(self) -> tuple[str | Stop | Regex, ...]:
-        return self._filter_stage.stops.stops
+        return self._filter.stops
 
     @property
     def include_stop(self) -> bool:
-        return self._filter_stage.include_stop
+        return self._filter.include_stop
 
     @property
     def stopped(self) -> bool:
-        f = self._filter_stage.filter
-        return f is not None and f.stopped
+        return self._filter.stopped
 
     @property
     def stop_sequence(self) -> str | None:
-        f = self._filter_stage.filter
-        return None if f is None else f.stop_sequence
+        return self._filter.stop_sequence
 
     @property
     def stop_index(self) -> int | None:
-        f = self._filter_stage.filter
-        return None if f is None else f.stop_index
+        return self._filter.stop_index
 
     @property
     def stop_reason(self) -> StopReason | None:
-        f = self._filter_stage.filter
-        return None if f is None else f.stop_reason
+        return self._filter.stop_reason
 
     @property
     def pending(self) -> _Chunk:
-        f = self._filter_stage.filter
-        return "" if f is None else f.pending  # type: ignore[return-value]
+        return self._filter.pending  # type: ignore[no-any-return]
 
 
 @overload

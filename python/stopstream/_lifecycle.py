@@ -7,16 +7,16 @@ I/O-free object that turns items into output:
   output items; it raises for a bad item;
 - ``stage.closing`` is true once the stage wants no more input (a stop fired and the upstream
   should be closed now);
-- ``stage.explain(error, item, position)``, optional: the exception to raise for a bad item
-  (a stage whose ``push`` is a native method words the error there);
 - ``stage.end()`` returns the output still owed once the upstream is done: after it ran out by
   itself, or after ``closing`` and the close. It is not called after an upstream error or a
   close asked for by the consumer: a dropped stream is not a finished one.
 
 The sync driver is native (``stopstream._core.StopStream``, so that ``wrap`` costs no Python
-frame per chunk); ``AsyncPull`` below is its async twin. Both follow one policy, with the same
-states (open, pulling, close requested, closing, ended) and the same rules, checked by one test
-matrix over every entry point:
+frame per chunk); ``AsyncPull`` below is its async twin, native for the common step of a pull
+(``stopstream._core.AsyncDriver``: no Python frame per item either), its other events being
+the coroutine methods here. Both follow one policy, with the same states (open, pulling, close
+requested, closing, ended) and the same rules, checked by one test matrix over every entry
+point:
 
 1. a stop (``closing``): close the upstream at once, deliver the last piece and ``end()``'s
    output, then end; a failing close is raised on the pull after the last output;
@@ -38,13 +38,16 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from collections.abc import AsyncIterable, Awaitable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, Protocol, TypeVar
 
+from stopstream._core import AsyncDriver
+
 if TYPE_CHECKING:
     from typing_extensions import Self
+
+    from stopstream._core import StopStream
 
 _Out = TypeVar("_Out")
 
@@ -90,131 +93,84 @@ def _report(message: str, exc: BaseException) -> None:
     loop.call_exception_handler({"message": message, "exception": exc})
 
 
-class AsyncPull(Generic[_Out]):
-    """Async iterator driving a stage from an async upstream by the lifecycle rules."""
+class AsyncPull(AsyncDriver, Generic[_Out]):
+    """Async iterator driving a stage from an async upstream by the lifecycle rules.
 
-    __slots__ = (
-        "_close_requested",
-        "_closed_source",
-        "_deferred",
-        "_done",
-        "_iterator",
-        "_position",
-        "_queue",
-        "_running",
-        "_source",
-        "_stage",
-    )
+    ``__anext__`` is native (``stopstream._core.AsyncDriver``): it returns an awaitable that
+    delivers queued output, pulls, feeds the stage and returns the output, with no Python
+    frame per item. Every other event of a pull is one of the coroutine methods below, which
+    that awaitable runs in place (forwarding ``send`` and ``throw``, so a cancellation reaches
+    them as it would reach a coroutine), then goes on with the pull or ends it.
+    """
 
-    def __init__(self, source: AsyncIterable[Any], stage: Stage) -> None:
+    __slots__ = ()
+
+    def __init__(self, source: AsyncIterable[Any], stage: Stage | StopStream[Any]) -> None:
         if not isinstance(source, AsyncIterable):
             raise TypeError(f"expected an async iterable, not {type(source).__name__}")
         iterator = source.__aiter__()
-        self._stage = stage
-        self._iterator: AsyncIterator[Any] | None = iterator
-        # The object given, when it is not its own iterator (an SDK stream): closed too.
-        self._source: object | None = None if iterator is source else source
-        self._closed_source = False
-        self._queue: deque[Any] = deque()
-        self._position = 0
-        self._done = False
-        self._running = False
-        self._close_requested = False
-        self._deferred: BaseException | None = None
+        # The object given, when it is not its own iterator (an SDK stream), is closed too.
+        self._start(iterator, None if iterator is source else source, stage)
 
-    def __aiter__(self) -> Self:
-        return self
+    if TYPE_CHECKING:  # native: the typed view of ``AsyncDriver``'s methods
 
-    async def __anext__(self) -> _Out:
-        # One coroutine per item and no nested ones: each costs an allocation and a frame.
-        if self._running:
-            raise RuntimeError(
-                "stream is already being iterated (concurrent __anext__ or re-entrant call)"
-            )
-        self._running = True
+        def __aiter__(self) -> Self: ...
+
+        def __anext__(self) -> Awaitable[_Out]: ...
+
+    async def _upstream_raised(self, error: BaseException) -> None:
+        """The upstream's ``__anext__`` (or what it returned) raised ``error``."""
         try:
-            queue = self._queue
-            stage = self._stage
-            while True:
-                if queue:
-                    return queue.popleft()  # type: ignore[no-any-return]
-                if self._deferred is not None:
-                    exc, self._deferred = self._deferred, None
-                    raise exc
-                iterator = self._iterator
-                if self._done or iterator is None:
-                    raise StopAsyncIteration
-                try:
-                    item = await iterator.__anext__()
-                except StopAsyncIteration:
-                    if self._close_requested:
-                        await self._close_after_request()
-                        raise
-                    # Ran out by itself: nothing to close.
-                    self._done = True
-                    self._iterator = self._source = None
-                    queue.extend(stage.end())
-                    continue
-                except asyncio.CancelledError:
-                    self._done = True
-                    await self._close_quietly("closing the upstream after a cancellation")
-                    raise
-                except BaseException:
-                    if self._close_requested:
-                        # The close from elsewhere ended the read (a dropped connection).
-                        await self._close_after_request()
-                        raise StopAsyncIteration from None
-                    self._done = True
-                    await self._close_quietly("closing the upstream after its error")
-                    raise
-                if self._close_requested:
-                    await self._close_after_request()
-                    raise StopAsyncIteration
-                position = self._position
-                self._position = position + 1
-                bad = None
-                try:
-                    out = stage.push(item)
-                except Exception as error:
-                    bad = error
-                if bad is not None:
-                    await self._bad_item(bad, item, position)
-                if out.__class__ is list:
-                    queue.extend(out)
-                    out = None
-                if stage.closing:
-                    self._done = True
-                    try:
-                        await self._close_upstream()
-                    except Exception as exc:
-                        self._deferred = exc
-                    queue.extend(stage.end())
-                if out:
-                    return out  # type: ignore[no-any-return]
-        finally:
-            self._running = False
+            raise error
+        except StopAsyncIteration:
+            if self._close_requested:
+                await self._close_after_request()
+                raise
+            # Ran out by itself: nothing to close.
+            self._done = True
+            self._release()
+            self._end_stage()
+        except asyncio.CancelledError:
+            self._done = True
+            await self._close_quietly("closing the upstream after a cancellation")
+            raise
+        except BaseException:
+            if self._close_requested:
+                # The close from elsewhere ended the read (a dropped connection).
+                await self._close_after_request()
+                raise StopAsyncIteration from None
+            self._done = True
+            await self._close_quietly("closing the upstream after its error")
+            raise
+
+    async def _closed_during_pull(self) -> NoReturn:
+        """An item arrived after ``aclose()`` from another task: it is not delivered."""
+        await self._close_after_request()
+        raise StopAsyncIteration
+
+    async def _stopped(self) -> None:
+        """The stage is closing (a stop): close the upstream now; the output of the item and
+        ``end()``'s (queued) are delivered first, then a failing close is raised."""
+        self._done = True
+        try:
+            await self._close_upstream()
+        except Exception as exc:
+            self._defer(exc)
+        self._end_stage()
 
     async def _bad_item(self, error: Exception, item: object, position: int) -> NoReturn:
-        """Ends the stream for a bad item: closes the upstream, raises the stage's error (a
-        failing close is its ``__context__``)."""
+        """Ends the stream for a bad item (the ``position``-th, ``item``): closes the
+        upstream, raises the stage's error (a failing close is its ``__context__``)."""
         self._done = True
-        explain = getattr(self._stage, "explain", None)
-        bad = error if explain is None else explain(error, item, position)
-        if bad is not error:
-            bad.__suppress_context__ = True
         try:
             await self._close_upstream()
         except Exception as close_error:
-            bad.__context__ = close_error
-        raise bad
+            error.__context__ = close_error
+        raise error
 
     async def _close_upstream(self) -> None:
         """Closes what is left of the upstream (each object once)."""
-        iterator, source = self._iterator, self._source
-        self._iterator = self._source = None
-        if self._closed_source:
-            source = None
-        await aclose_all(obj for obj in (iterator, source) if obj is not None)
+        await aclose_all(self._take_upstream())
 
     async def _close_quietly(self, message: str) -> None:
         try:
@@ -224,7 +180,7 @@ class AsyncPull(Generic[_Out]):
 
     async def _close_after_request(self) -> None:
         self._done = True
-        self._queue.clear()
+        self._clear_queue()
         await self._close_quietly("closing the upstream after aclose() from another task")
 
     async def aclose(self) -> None:
@@ -236,14 +192,13 @@ class AsyncPull(Generic[_Out]):
         waiting ``__anext__`` closes the iterator as soon as its pull returns, then ends.
         """
         self._done = True
-        self._queue.clear()
+        self._clear_queue()
         if not self._running:
             await self._close_upstream()
             return
         self._close_requested = True
-        source = self._source
-        if source is not None and not self._closed_source:
-            self._closed_source = True
+        source = self._take_source()
+        if source is not None:
             try:
                 await aclose_all((source,))
             except Exception as exc:

@@ -2,7 +2,7 @@
 //!
 //! One file per concern: `convert` (chunks in and out), `errors` (exception mapping),
 //! `stopset` (compiled stop lists), `filters` (the push filters), `truncate` (one shot),
-//! `stream` (the pull iterator) and `sse` (the SSE stage of the provider adapters). This file holds the module and the per-object lock helpers.
+//! `stream` (the pull iterator), `astream` (its async twin) and `sse` (the SSE stage of the provider adapters). This file holds the module and the per-object lock helpers.
 //!
 //! Performance choices:
 //! * ASCII `str` chunks are read in place; other chunks are encoded onto the stack from the
@@ -19,6 +19,7 @@
 //! * Compiled stop lists are shared: a small cache of recent lists (`stopset.rs`; compared item
 //!   by item, or by identity for the same tuple), then `StopSet::cached`.
 
+mod astream;
 mod convert;
 mod errors;
 mod filters;
@@ -72,6 +73,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<items::Stop>()?;
     m.add_class::<items::Regex>()?;
     m.add_class::<stream::StopStream>()?;
+    m.add_class::<astream::AsyncDriver>()?;
+    m.add_class::<astream::AsyncPullStep>()?;
+    astream::install(m.py())?;
     m.add_class::<stopset::Compiled>()?;
     m.add_class::<sse::SSEStage>()?;
     m.add_function(wrap_pyfunction!(filters::feed_unless_stop, m)?)?;

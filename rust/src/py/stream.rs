@@ -860,3 +860,34 @@ impl StopStream {
         Ok(make_str(py, held)?.into_any())
     }
 }
+
+/// The built-in filter as a lifecycle stage, for the async driver (`astream.rs`): a `StopStream`
+/// made over an empty upstream is fed item by item, so both drivers share one filter, its
+/// errors and its attributes.
+impl StopStream {
+    /// Feeds one item: its output (`None` when empty) and whether a stop fired.
+    pub(super) fn stage_push<'py>(
+        &self,
+        py: Python<'py>,
+        item: &Bound<'py, PyAny>,
+        position: usize,
+    ) -> PyResult<(Option<Bound<'py, PyAny>>, bool)> {
+        let Some(mut st) = try_lock(py, &self.state) else {
+            return Err(PyRuntimeError::new_err("filter called re-entrantly while in use"));
+        };
+        let out = self.feed_item(py, &mut st, item, position);
+        let stopped = matches!(st.mode.status(), Status::Stopped(_));
+        self.publish(&st);
+        Ok((out?, stopped))
+    }
+
+    /// The upstream is done: what the filter still holds (`None` when nothing).
+    pub(super) fn stage_end<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let Some(mut st) = try_lock(py, &self.state) else {
+            return Err(PyRuntimeError::new_err("filter called re-entrantly while in use"));
+        };
+        let out = self.finish_mode(py, &mut st);
+        self.publish(&st);
+        out
+    }
+}

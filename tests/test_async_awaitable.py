@@ -1,0 +1,538 @@
+"""The awaitable that an async stream's ``__anext__`` returns (native: ``AsyncPullStep``).
+
+It must behave as the coroutine it replaces: ``send``/``throw``/``close`` driven by hand, used
+twice, abandoned while suspended; over upstreams whose ``__anext__`` is not a coroutine
+function (a plain method returning an ``asyncio.Future``, a custom awaitable, a
+``types.coroutine`` generator, a non-awaitable, a synchronous raise). Then a differential check:
+``awrap`` yields what ``wrap`` yields on the same chunks, every attribute included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import types
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import stopstream
+from stopstream import awrap
+from strategies import StrCase, str_cases
+
+
+class UpstreamError(Exception):
+    pass
+
+
+class Gate:
+    """An upstream whose pulls wait on futures the test resolves; counts ``aclose()``."""
+
+    def __init__(self) -> None:
+        self.waiting: list[asyncio.Future[str]] = []
+        self.closed = 0
+        self.pulled = 0
+
+    def __aiter__(self) -> Gate:
+        return self
+
+    async def __anext__(self) -> str:
+        if self.closed:
+            raise AssertionError("pulled from a closed upstream")
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self.waiting.append(future)
+        self.pulled += 1
+        return await future
+
+    async def aclose(self) -> None:
+        self.closed += 1
+
+
+class FutureUpstream:
+    """``__anext__`` is a plain method returning an ``asyncio.Future`` (resolved now, or
+    later by the loop), as some C-accelerated or callback-based clients do."""
+
+    def __init__(self, items: list[object], *, later: bool = False) -> None:
+        self.items = items
+        self.later = later
+        self.closed = 0
+
+    def __aiter__(self) -> FutureUpstream:
+        return self
+
+    def __anext__(self) -> asyncio.Future[object]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[object] = loop.create_future()
+        if self.items:
+            item = self.items.pop(0)
+            if isinstance(item, BaseException):
+                settle: Callable[[], object] = lambda: future.set_exception(item)  # noqa: E731
+            else:
+                settle = lambda: future.set_result(item)  # noqa: E731
+        else:
+            settle = lambda: future.set_exception(StopAsyncIteration())  # noqa: E731
+        if self.later:
+            loop.call_soon(settle)
+        else:
+            settle()
+        return future
+
+    async def aclose(self) -> None:
+        self.closed += 1
+
+
+def run(coroutine: Awaitable[Any]) -> Any:
+    async def main() -> Any:
+        return await coroutine
+
+    return asyncio.run(main())
+
+
+def step(awaitable: Any) -> Generator[Any, Any, Any]:
+    """The iterator ``await`` drives."""
+    return awaitable.__await__()  # type: ignore[no-any-return]
+
+
+# --- driving the awaitable by hand --------------------------------------------------------
+
+
+async def synchronous(items: list[str]) -> AsyncIterator[str]:
+    for item in items:
+        yield item
+
+
+def test_send_returns_the_piece_as_stop_iteration() -> None:
+    async def main() -> None:
+        s = awrap(synchronous(["ab", "cd"]), ["zz"])
+        aw = step(s.__anext__())
+        assert aw.__await__() is aw  # type: ignore[attr-defined]
+        with pytest.raises(StopIteration) as info:
+            aw.send(None)
+        assert info.value.value == "ab"
+        # Used up: sending again is an error, as for a coroutine, and the stream is not stuck.
+        with pytest.raises(RuntimeError, match="cannot reuse already awaited"):
+            aw.send(None)
+        assert await s.__anext__() == "cd"
+
+    run(main())
+
+
+def test_awaiting_twice_raises_and_keeps_the_stream_usable() -> None:
+    async def main() -> None:
+        s = awrap(synchronous(["a", "b"]), ["zz"])
+        aw = s.__anext__()
+        assert await aw == "a"
+        with pytest.raises(RuntimeError, match="cannot reuse already awaited"):
+            await aw
+        assert await s.__anext__() == "b"
+
+    run(main())
+
+
+def test_a_tuple_item_comes_back_whole() -> None:
+    # A returned value is carried by StopIteration, which takes a tuple apart unless wrapped.
+    class Stage:
+        closing = False
+
+        def push(self, item: object) -> list[object]:
+            return [item]
+
+        def end(self) -> list[object]:
+            return []
+
+    async def source() -> AsyncIterator[object]:
+        yield (1, 2)
+        yield ValueError("an item, not an error")
+
+    async def main() -> None:
+        from stopstream._adapter import AsyncAdapterStream
+
+        s: AsyncAdapterStream[object] = AsyncAdapterStream(source(), Stage())
+        out = [item async for item in s]
+        assert out[0] == (1, 2)
+        assert isinstance(out[1], ValueError)
+
+    run(main())
+
+
+def test_send_before_start_and_throw_close_on_a_fresh_awaitable() -> None:
+    async def main() -> None:
+        s = awrap(synchronous(["a", "b", "c"]), ["zz"])
+        aw = step(s.__anext__())
+        with pytest.raises(TypeError, match="just-started"):
+            aw.send(1)
+        with pytest.raises(StopIteration) as info:
+            aw.send(None)  # still fresh after the refused send
+        assert info.value.value == "a"
+
+        fresh = step(s.__anext__())
+        with pytest.raises(UpstreamError):
+            fresh.throw(UpstreamError("thrown before the start"))
+        # Never started: the stream is untouched.
+        closed = step(s.__anext__())
+        closed.close()
+        closed.close()
+        with pytest.raises(RuntimeError, match="cannot reuse"):
+            closed.send(None)
+        assert await s.__anext__() == "b"
+
+    run(main())
+
+
+def test_throw_into_a_suspended_pull_reaches_the_upstream_and_closes_it() -> None:
+    async def main() -> None:
+        gate = Gate()
+        s = awrap(gate, ["zz"])
+        aw = step(s.__anext__())
+        yielded = aw.send(None)
+        assert yielded is gate.waiting[0]  # the upstream's future, handed to the loop
+        with pytest.raises(UpstreamError, match="thrown"):
+            aw.throw(UpstreamError("thrown"))
+        assert gate.closed == 1
+        assert s.stop_reason is None
+        with pytest.raises(StopAsyncIteration):
+            await s.__anext__()
+
+    run(main())
+
+
+def test_throw_with_type_and_value_form() -> None:
+    async def main() -> None:
+        gate = Gate()
+        s = awrap(gate, ["zz"])
+        aw = step(s.__anext__())
+        aw.send(None)
+        with pytest.raises(UpstreamError, match="as a value"):
+            aw.throw(UpstreamError, UpstreamError("as a value"))
+        assert gate.closed == 1
+
+    run(main())
+
+
+def test_close_on_a_suspended_pull_closes_the_upstream_once() -> None:
+    async def main() -> None:
+        gate = Gate()
+        s = awrap(gate, ["zz"])
+        aw = step(s.__anext__())
+        aw.send(None)
+        aw.close()
+        aw.close()
+        assert gate.closed == 1
+        with pytest.raises(StopAsyncIteration):
+            await s.__anext__()
+        await s.aclose()
+        assert gate.closed == 1
+
+    run(main())
+
+
+def test_abandoned_suspended_pull_closes_the_upstream_without_a_warning() -> None:
+    # filterwarnings=error: an unraisable error or a "never awaited" warning fails the test.
+    async def main() -> None:
+        gate = Gate()
+        s = awrap(gate, ["zz"])
+        aw = step(s.__anext__())
+        aw.send(None)
+        del aw
+        gc.collect()
+        assert gate.closed == 1
+        with pytest.raises(StopAsyncIteration):
+            await s.__anext__()
+
+        # Never started, then dropped: nothing happens, and nothing warns.
+        other = Gate()
+        t = awrap(other, ["zz"])
+        t.__anext__()
+        gc.collect()
+        assert other.closed == 0
+        assert other.pulled == 0
+
+    run(main())
+
+
+def test_second_pull_while_one_is_suspended_is_refused() -> None:
+    async def main() -> None:
+        gate = Gate()
+        s = awrap(gate, ["zz"])
+        first = asyncio.ensure_future(s.__anext__())
+        await asyncio.sleep(0)
+        with pytest.raises(RuntimeError, match="already being iterated"):
+            await s.__anext__()
+        gate.waiting[0].set_result("x")
+        assert await first == "x"
+
+    run(main())
+
+
+def test_re_entrant_send_is_refused() -> None:
+    holder: list[Any] = []
+
+    class ReEntrant:
+        def __aiter__(self) -> ReEntrant:
+            return self
+
+        async def __anext__(self) -> str:
+            with pytest.raises(ValueError, match="already executing"):
+                holder[0].send(None)
+            return "x"
+
+    async def main() -> None:
+        s = awrap(ReEntrant(), ["zz"])
+        aw = step(s.__anext__())
+        holder.append(aw)
+        with pytest.raises(StopIteration) as info:
+            aw.send(None)
+        assert info.value.value == "x"
+
+    run(main())
+
+
+def test_cancellation_of_a_task_waiting_on_the_upstream() -> None:
+    async def main() -> None:
+        gate = Gate()
+        s = awrap(gate, ["zz"])
+        task = asyncio.ensure_future(s.__anext__())
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert gate.closed == 1
+        with pytest.raises(StopAsyncIteration):
+            await s.__anext__()
+
+    run(main())
+
+
+def test_wait_for_timeout_wraps_the_awaitable() -> None:
+    # asyncio.wait_for over a non-coroutine awaitable runs it through ``yield from``.
+    async def main() -> None:
+        gate = Gate()
+        s = awrap(gate, ["zz"])
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(s.__anext__(), 0.01)
+        assert gate.closed == 1
+
+    run(main())
+
+
+# --- upstreams whose __anext__ is not a coroutine function ----------------------------------
+
+
+@pytest.mark.parametrize("later", [False, True], ids=["resolved", "resolved-later"])
+def test_upstream_returning_futures(later: bool) -> None:
+    async def main() -> None:
+        upstream = FutureUpstream(["Hello </ans", "wer> tail"], later=later)
+        s = awrap(upstream, ["</answer>"])  # type: ignore[arg-type]
+        assert [p async for p in s] == ["Hello "]
+        assert s.stop_sequence == "</answer>"
+        assert upstream.closed == 1
+
+        ended = FutureUpstream(["a", "b"], later=later)
+        t = awrap(ended, ["zz"])  # type: ignore[arg-type]
+        assert [p async for p in t] == ["a", "b"]
+        assert t.stop_reason == "end"
+        assert ended.closed == 0  # ran out by itself: nothing to close
+
+    run(main())
+
+
+@pytest.mark.parametrize("later", [False, True], ids=["resolved", "resolved-later"])
+def test_upstream_future_with_an_exception(later: bool) -> None:
+    async def main() -> None:
+        error = UpstreamError("from the future")
+        upstream = FutureUpstream(["<a", error], later=later)
+        s = awrap(upstream, ["<ab>"])  # type: ignore[arg-type]
+        with pytest.raises(UpstreamError) as info:
+            await s.__anext__()
+        assert info.value is error
+        assert s.pending == "<a"
+        assert s.stop_reason is None
+        assert upstream.closed == 1
+
+    run(main())
+
+
+def test_upstream_anext_raising_synchronously() -> None:
+    class Raises:
+        closed = 0
+
+        def __aiter__(self) -> Raises:
+            return self
+
+        def __anext__(self) -> Awaitable[str]:
+            raise UpstreamError("before any awaitable")
+
+        async def aclose(self) -> None:
+            self.closed += 1
+
+    async def main() -> None:
+        upstream = Raises()
+        s = awrap(upstream, ["zz"])
+        with pytest.raises(UpstreamError, match="before any awaitable"):
+            await s.__anext__()
+        assert upstream.closed == 1
+
+    run(main())
+
+
+def test_upstream_anext_returning_a_non_awaitable() -> None:
+    class NotAwaitable:
+        closed = 0
+
+        def __aiter__(self) -> NotAwaitable:
+            return self
+
+        def __anext__(self) -> int:
+            return 5
+
+        async def aclose(self) -> None:
+            self.closed += 1
+
+    async def main() -> None:
+        upstream = NotAwaitable()
+        s = awrap(upstream, ["zz"])  # type: ignore[call-overload]
+        with pytest.raises(TypeError, match="can't be used in 'await' expression"):
+            await s.__anext__()
+        assert upstream.closed == 1
+
+    run(main())
+
+
+class Waiter:
+    """A custom awaitable whose iterator has no ``throw``: yields a future, then returns."""
+
+    def __init__(self, future: asyncio.Future[None], value: str) -> None:
+        self.future = future
+        self.value = value
+        self.started = False
+
+    def __await__(self) -> Iterator[Any]:
+        return self
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        if not self.started:
+            self.started = True
+            self.future._asyncio_future_blocking = True  # what Future.__await__ does
+            return self.future
+        raise StopIteration(self.value)
+
+
+def test_upstream_with_a_custom_awaitable_and_a_generator_coroutine() -> None:
+    @types.coroutine
+    def generator_based(value: str) -> Generator[Any, Any, str]:
+        yield None  # a bare yield: the loop runs the task again at once
+        return value
+
+    class Custom:
+        def __init__(self) -> None:
+            self.items = ["a", "b", "c", "d"]
+            self.closed = 0
+
+        def __aiter__(self) -> Custom:
+            return self
+
+        def __anext__(self) -> Any:
+            if not self.items:
+                raise StopAsyncIteration
+            item = self.items.pop(0)
+            if item in "ac":
+                return generator_based(item)
+            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            asyncio.get_running_loop().call_soon(future.set_result, None)
+            return Waiter(future, item)
+
+        async def aclose(self) -> None:
+            self.closed += 1
+
+    async def main() -> None:
+        upstream = Custom()
+        s = awrap(upstream, ["zz"])
+        assert [p async for p in s] == ["a", "b", "c", "d"]
+        assert upstream.closed == 0
+
+    run(main())
+
+
+def test_cancel_while_awaiting_an_iterator_without_throw() -> None:
+    # Raised where the pull waits, as a coroutine awaiting such an iterator does.
+    class Custom:
+        closed = 0
+
+        def __aiter__(self) -> Custom:
+            return self
+
+        def __anext__(self) -> Waiter:
+            return Waiter(asyncio.get_running_loop().create_future(), "never")
+
+        async def aclose(self) -> None:
+            self.closed += 1
+
+    async def main() -> None:
+        upstream = Custom()
+        s = awrap(upstream, ["zz"])  # type: ignore[call-overload]
+        task = asyncio.ensure_future(s.__anext__())
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert upstream.closed == 1
+
+    run(main())
+
+
+def test_subclass_overriding_anext_through_super() -> None:
+    class Logged(stopstream.AsyncStopStream[str]):
+        __slots__ = ("log",)
+        log: list[str]
+
+        async def __anext__(self) -> str:
+            piece: str = await super().__anext__()
+            self.log.append(piece)
+            return piece
+
+    async def main() -> None:
+        s = Logged(synchronous(["a", "b<", "c"]), ["<c"])
+        s.log = []
+        assert [p async for p in s] == ["a", "b"]
+        assert s.log == ["a", "b"]
+        assert s.stop_sequence == "<c"
+
+    run(main())
+
+
+# --- differential: awrap against wrap ----------------------------------------------------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(case=str_cases(), include_stop=st.booleans(), hold=st.booleans())
+def test_awrap_matches_wrap(case: StrCase, include_stop: bool, hold: bool) -> None:
+    """Same pieces, same attributes, after every piece and at the end, on any chunking; with
+    ``hold`` the upstream suspends on every pull (as a network read does)."""
+    expected = stopstream.wrap(case.chunks, case.stops, include_stop)
+    want = []
+    for piece in expected:
+        want.append((piece, expected.stop_reason, expected.stop_sequence, expected.pending))
+    want_end = (expected.stop_reason, expected.stop_sequence, expected.stop_index)
+
+    async def source() -> AsyncIterator[str]:
+        for chunk in case.chunks:
+            if hold:
+                await asyncio.sleep(0)
+            yield chunk
+
+    async def main() -> None:
+        s = awrap(source(), case.stops, include_stop)
+        got = []
+        async for piece in s:
+            got.append((piece, s.stop_reason, s.stop_sequence, s.pending))
+        assert got == want
+        assert (s.stop_reason, s.stop_sequence, s.stop_index) == want_end
+        assert s.pending == expected.pending
+
+    run(main())
