@@ -364,7 +364,10 @@ impl Automaton {
         let children = |s: usize| first_child[s] as usize..first_child[s + 1] as usize;
         let mut fail = vec![0u32; n];
         let mut layout = Layout {
-            table: vec![0u32; dense * stride],
+            // Filled row by row below, never zeroed first, so each entry is written once. What
+            // remains of a large table's cost is touching its fresh pages: for 1,000 stops (all
+            // 15,000 states dense, 3.9 MB) about two thirds of a compile from Python.
+            table: Vec::with_capacity(dense * stride),
             classes: &classes,
             shift,
             dense,
@@ -390,9 +393,11 @@ impl Automaton {
                 }
             }
             if i < dense {
-                if i != 0 {
+                if i == 0 {
+                    layout.table.resize(stride, 0);
+                } else {
                     let f = fail[i] as usize;
-                    layout.table.copy_within(f * stride..(f + 1) * stride, i * stride);
+                    layout.table.extend_from_within(f * stride..(f + 1) * stride);
                 }
                 for c in kids {
                     layout.table[i * stride + classes[byte[c] as usize] as usize] = encode(c, &out);
