@@ -497,6 +497,12 @@ impl Automaton {
         &self.patterns[self.prefix_of[i] as usize][..d]
     }
 
+    /// Whether a scan of `bytes` from the root stays there: no byte of it can start a stop.
+    #[inline]
+    pub(crate) fn stays_at_root(&self, bytes: &[u8]) -> bool {
+        bytes.iter().all(|&b| !self.leaves_root[b as usize])
+    }
+
     /// Scans `bytes` from state `sid`, stopping at the first (earliest-ending) stop.
     #[inline]
     pub fn scan(&self, sid: u32, bytes: &[u8]) -> Step {

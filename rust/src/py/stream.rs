@@ -190,6 +190,7 @@ impl StopStream {
     }
 
     /// Publishes the attributes after a change of state.
+    #[inline]
     fn publish(&self, st: &StreamState) {
         if let Mode::Text(t) = &st.mode {
             // Every chunk of `wrap` over `str`: the state id and status only.
@@ -386,7 +387,8 @@ impl StopStream {
     /// chunk itself (or the released part). Anything else (a close request, a chunk of another
     /// kind or one the filter refuses, the upstream's end or error) goes to `next_piece` with
     /// what was pulled; a stop goes to `after_stop`. Skipping the general path's bookkeeping
-    /// took `wrap` over `str` from 2.4× to N× a bare generator per chunk (68 to N ns).
+    /// took `wrap` over `str` from 2.4× to 1.6× a bare generator per chunk (68 to 44 ns on the
+    /// token corpus), and over `bytes` from 3.0× to 2.1×.
     fn next_text<'py>(
         &self,
         py: Python<'py>,
@@ -411,6 +413,13 @@ impl StopStream {
                     };
                     bytes
                 };
+                if t.passes_whole(set, &bytes) {
+                    st.position += 1;
+                    if bytes.is_empty() {
+                        continue;
+                    }
+                    return Ok(Some(item));
+                }
                 let before = t.state_id();
                 let Ok(e) = t.feed(set, &bytes) else { break Pulled(Some(Ok(item))) };
                 st.position += 1;
@@ -573,7 +582,8 @@ impl StopStream {
 struct Pulled<'py>(Option<PyResult<Bound<'py, PyAny>>>);
 
 /// The next item of the upstream, without the reference count round trip of `Bound::next`.
-#[inline]
+#[allow(clippy::inline_always, reason = "a call per chunk on the fast path otherwise")]
+#[inline(always)]
 fn pull<'py>(py: Python<'py>, upstream: &Py<PyIterator>) -> Option<PyResult<Bound<'py, PyAny>>> {
     // SAFETY: `upstream` is an iterator (checked when the stream was made) and the thread is
     // attached; `PyIter_Next` returns a new reference or NULL, with an exception set on error.
