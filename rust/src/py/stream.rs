@@ -429,13 +429,17 @@ impl StopStream {
                     let mut out = Vec::with_capacity(e.from_held + e.from_input);
                     out.extend_from_slice(&set.held(before)[..e.from_held]);
                     out.extend_from_slice(&bytes[..e.from_input]);
-                    Some(make_str(py, &out)?.into_any())
+                    make_str(py, &out).map(|s| Some(s.into_any()))
                 } else if e.from_input == 0 {
-                    None
+                    Ok(None)
                 } else if e.from_input == bytes.len() {
-                    Some(item)
+                    Ok(Some(item))
                 } else {
-                    Some(make_str(py, &bytes[..e.from_input])?.into_any())
+                    make_str(py, &bytes[..e.from_input]).map(|s| Some(s.into_any()))
+                };
+                let out = match out {
+                    Ok(out) => out,
+                    Err(err) => return Err(self.item_failed(py, st, err)),
                 };
                 if t.status() != Status::Open {
                     return self.after_stop(py, st, out);
@@ -543,18 +547,20 @@ impl StopStream {
                     }
                     out
                 }
-                (Err(err), _) | (_, Err(err)) => {
-                    // The bad item is consumed and cannot be fed again; going on would splice
-                    // the text around it. End the stream and cancel the upstream; a failure to
-                    // close is kept as the error's context.
-                    if let Err(close_error) = self.close_upstream(py, st) {
-                        err.set_context(py, Some(close_error));
-                    }
-                    return Err(err);
-                }
+                (Err(err), _) | (_, Err(err)) => return Err(self.item_failed(py, st, err)),
             };
             return self.after_stop(py, st, out);
         }
+    }
+
+    /// A bad item (or one whose output could not be made): it is consumed and cannot be fed
+    /// again, and going on would splice the text around it. Ends the stream and cancels the
+    /// upstream; a failure to close is kept as the error's context.
+    fn item_failed(&self, py: Python<'_>, st: &mut StreamState, err: PyErr) -> PyErr {
+        if let Err(close_error) = self.close_upstream(py, st) {
+            err.set_context(py, Some(close_error));
+        }
+        err
     }
 
     /// A stop (or a stage closing): close the upstream now, then deliver the last piece and
