@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 import stopstream
 from stopstream import reference
-from strategies import split, with_invalid_utf8
+from strategies import chunkings, split, with_invalid_utf8
 
 ALPHABET = ["a", "b", "\u00e9", "-", "\n"]
 """Text characters. Every other character behaves like one of these for the generated patterns
@@ -488,3 +488,32 @@ def test_token_filter_refuses_composed_lists() -> None:
     vocab = stopstream.Vocab([b"a", b"b"])
     with pytest.raises(ValueError, match="plain str stops only"):
         stopstream.TokenStopFilter(vocab, [stopstream.Regex("a")])
+
+
+_LITERAL_TEXT = st.text(alphabet="ab<>/t \n", max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    stops=st.lists(st.text(alphabet="ab<>/t\n", min_size=1, max_size=4), min_size=1, max_size=3),
+    text=_LITERAL_TEXT,
+    data=st.data(),
+    include_stop=st.booleans(),
+)
+def test_wrap_over_literal_stops_with_regions_matches_the_filter(
+    stops: list[str], text: str, data: st.DataObject, include_stop: bool
+) -> None:
+    """A literal list with a skip region: the stream's per-chunk shortcut against the filter."""
+    chunks = data.draw(chunkings(text))
+    options: dict[str, Any] = data.draw(
+        st.sampled_from([{"skip": [("<t>", "</t>")]}, {"skip_until": "</t>"}])
+    )
+    f = stopstream.StopFilter(stops, include_stop, **options)
+    want = [p for p in (*(f.feed(c) for c in chunks), f.finish()) if p]
+    s = stopstream.wrap(iter(chunks), stops, include_stop, **options)
+    assert list(s) == want
+    assert (s.stop_sequence, s.stop_index, s.stop_reason) == (
+        f.stop_sequence,
+        f.stop_index,
+        f.stop_reason,
+    )
