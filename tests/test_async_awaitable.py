@@ -536,3 +536,17 @@ def test_awrap_matches_wrap(case: StrCase, include_stop: bool, hold: bool) -> No
         assert s.pending == expected.pending
 
     run(main())
+
+
+# --- the awaitable's lifetime ---------------------------------------------------------------
+
+
+def test_every_awaitable_is_tracked_by_the_collector() -> None:
+    async def main() -> None:
+        s = awrap(synchronous(["a", "b", "c", "d"] * 10), ["zz"])
+        for _ in range(40):
+            pull = s.__anext__()
+            assert gc.is_tracked(pull)
+            await pull
+
+    run(main())

@@ -12,7 +12,8 @@
 //! than the rest of the step (PyO3 on CPython 3.11 normalizes every exception it raises): the
 //! per-chunk `awrap` row went from 3.0× to 2.1× the floor with the slot alone, and to 1.9× to
 //! 2.0× (1 to 4 stops) with the upstream's `__anext__` and `__await__` reached through their
-//! slots, the stage read without a lock and a free list for the awaitable.
+//! slots and the stage read without a lock (no free list for the awaitable: see
+//! `AsyncPullStep`).
 //!
 //! Only the common step runs here: deliver queued output, pull, feed, return. Every other event
 //! of the lifecycle (the upstream raised or ran out, a bad item, a stop, a close requested
@@ -611,7 +612,12 @@ enum Input<'py> {
 /// The awaitable returned by `AsyncDriver.__anext__`: one pull, with a coroutine's protocol
 /// (`__await__`, `send`, `throw`, `close`). Like a coroutine it does nothing until first sent
 /// to; dropped while suspended, it is closed as a coroutine would be.
-#[pyclass(frozen, freelist = 16, module = "stopstream._core")]
+///
+/// No `freelist`: PyO3 reuses a freed object without `PyObject_GC_Track`, so a reused
+/// awaitable escaped the collector (a cycle through it leaked). The free list saved about 5 ns
+/// of the 450 ns per item of the 1-stop `awrap` row of `benches/compare.py --quick` (449
+/// against 454 ns).
+#[pyclass(frozen, module = "stopstream._core")]
 pub(super) struct AsyncPullStep {
     driver: Py<AsyncDriver>,
     step: TryLock<Step>,
