@@ -541,6 +541,64 @@ def test_awrap_matches_wrap(case: StrCase, include_stop: bool, hold: bool) -> No
 # --- the awaitable's lifetime ---------------------------------------------------------------
 
 
+class BareAwaitable:
+    """An awaitable that is its own iterator, with neither ``close`` nor ``throw``: waits
+    forever."""
+
+    step: object = None
+
+    def __await__(self) -> BareAwaitable:
+        return self
+
+    def __iter__(self) -> BareAwaitable:
+        return self
+
+    def __next__(self) -> None:
+        return None
+
+    def send(self, value: object) -> None:
+        return None
+
+
+class BareUpstream:
+    """Each pull waits on a ``BareAwaitable``; counts ``aclose()``."""
+
+    def __init__(self) -> None:
+        self.closed = 0
+
+    def __aiter__(self) -> BareUpstream:
+        return self
+
+    def __anext__(self) -> BareAwaitable:
+        return BareAwaitable()
+
+    async def aclose(self) -> None:
+        self.closed += 1
+
+
+def test_a_suspended_pull_in_a_collected_cycle_ends_the_pull() -> None:
+    # The awaitable waited on refers back to the pull: only the collector frees the two, and
+    # the pull must end as if dropped (the upstream closed once, the stream free).
+    async def main() -> None:
+        up = BareUpstream()
+        s = awrap(up, ["STOP"])  # type: ignore[call-overload]
+        pull = s.__anext__()
+        pull.send(None)
+        waited = [o for o in gc.get_referents(pull) if isinstance(o, BareAwaitable)]
+        assert len(waited) == 1
+        waited[0].step = pull
+        del pull, waited
+        gc.collect()
+        assert not s._running
+        assert up.closed == 1
+        with pytest.raises(StopAsyncIteration):
+            await s.__anext__()
+        await s.aclose()
+        assert up.closed == 1
+
+    run(main())
+
+
 def test_every_awaitable_is_tracked_by_the_collector() -> None:
     async def main() -> None:
         s = awrap(synchronous(["a", "b", "c", "d"] * 10), ["zz"])

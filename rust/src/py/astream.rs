@@ -613,10 +613,10 @@ enum Input<'py> {
 /// (`__await__`, `send`, `throw`, `close`). Like a coroutine it does nothing until first sent
 /// to; dropped while suspended, it is closed as a coroutine would be.
 ///
-/// No `freelist`: PyO3 reuses a freed object without `PyObject_GC_Track`, so a reused
-/// awaitable escaped the collector (a cycle through it leaked). The free list saved about 5 ns
-/// of the 450 ns per item of the 1-stop `awrap` row of `benches/compare.py --quick` (449
-/// against 454 ns).
+/// No `freelist`: PyO3 reuses a freed object without `PyObject_GC_Track` and with its
+/// finalized mark kept, so a reused awaitable escaped the collector (a cycle through it leaked)
+/// and its finalizer. The free list saved about 5 ns of the 450 ns per item of the 1-stop
+/// `awrap` row of `benches/compare.py --quick` (449 against 454 ns).
 #[pyclass(frozen, module = "stopstream._core")]
 pub(super) struct AsyncPullStep {
     driver: Py<AsyncDriver>,
@@ -814,25 +814,76 @@ impl AsyncPullStep {
     fn __clear__(&self) {
         Python::attach(|py| {
             let old = try_lock(py, &self.step).map(|mut s| std::mem::replace(&mut *s, Step::Done));
+            // A pull cleared while suspended (its finalizer ran at an earlier suspension, and an
+            // object resurrected it) frees the stream.
+            if matches!(old, Some(Step::Pulling(..) | Step::Handling(_))) {
+                self.driver.get().running.store(false, Ordering::Release);
+            }
             drop(old);
         });
     }
 }
 
-impl Drop for AsyncPullStep {
-    fn drop(&mut self) {
-        // Abandoned while suspended: closed, as the finalizer of a coroutine closes it (the
-        // upstream's awaitable is closed, then the pull ends by the policy for an upstream
-        // error). Nobody is left to tell of a failure but `sys.unraisablehook`.
-        // SAFETY: a Python object is dropped from its `tp_dealloc`, on an attached thread.
-        #[allow(unsafe_code)]
-        let py = unsafe { Python::assume_attached() };
+impl AsyncPullStep {
+    /// The finalizer's work: abandoned while suspended, the pull is closed, as the finalizer
+    /// of a coroutine closes it (the upstream's awaitable is closed, then the pull ends by the
+    /// policy for an upstream error). Nobody is left to tell of a failure but
+    /// `sys.unraisablehook`.
+    fn finalize(&self, py: Python<'_>) {
         let suspended = try_lock(py, &self.step)
             .is_some_and(|s| matches!(*s, Step::Pulling(..) | Step::Handling(_)));
         if suspended {
             if let Err(err) = self.close_step(py) {
                 err.write_unraisable(py, None);
             }
+        }
+    }
+}
+
+/// The `tp_finalize` slot of `AsyncPullStep` (set by `install`). A finalizer, not `Drop`:
+/// the collector runs it on cyclic garbage before `tp_clear` empties the step, so a pull
+/// suspended in a cycle (an awaitable that refers back to its waiter) still ends, its upstream
+/// closed and the stream freed, as a coroutine's finalizer runs its `finally`. The step's
+/// `tp_dealloc` runs it first too (`dealloc`), so closing never runs inside PyO3's dealloc.
+#[allow(unsafe_code)]
+unsafe extern "C" fn finalize(slf: *mut ffi::PyObject) {
+    // SAFETY: CPython calls the slot on an attached thread with a live `AsyncPullStep` (the
+    // slot is set on that type only). The exception being raised, if any, is kept aside and
+    // put back, as a finalizer must.
+    unsafe {
+        let (mut typ, mut value, mut tb) =
+            (std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut());
+        #[allow(deprecated)]
+        ffi::PyErr_Fetch(&raw mut typ, &raw mut value, &raw mut tb);
+        let py = Python::assume_attached();
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let slf = Bound::from_borrowed_ptr(py, slf).cast_into_unchecked::<AsyncPullStep>();
+            slf.get().finalize(py);
+        }));
+        if panicked.is_err() {
+            PyRuntimeError::new_err("internal error in AsyncPullStep").write_unraisable(py, None);
+        }
+        #[allow(deprecated)]
+        ffi::PyErr_Restore(typ, value, tb);
+    }
+}
+
+/// PyO3's `tp_dealloc` of `AsyncPullStep`, which `dealloc` calls after the finalizer.
+static PYO3_DEALLOC: OnceLock<ffi::destructor> = OnceLock::new();
+
+/// The `tp_dealloc` slot of `AsyncPullStep`: the finalizer (once, as CPython's own types do),
+/// then PyO3's dealloc.
+#[allow(unsafe_code)]
+unsafe extern "C" fn dealloc(slf: *mut ffi::PyObject) {
+    // SAFETY: CPython calls the slot with an object whose count fell to zero, on an attached
+    // thread. `PyObject_CallFinalizerFromDealloc` runs `tp_finalize` unless it ran already and
+    // reports a resurrection with -1, in which case the object lives on.
+    unsafe {
+        if ffi::PyObject_CallFinalizerFromDealloc(slf) < 0 {
+            return;
+        }
+        if let Some(pyo3_dealloc) = PYO3_DEALLOC.get() {
+            pyo3_dealloc(slf);
         }
     }
 }
@@ -896,7 +947,8 @@ unsafe extern "C" fn am_await(slf: *mut ffi::PyObject) -> *mut ffi::PyObject {
     slf
 }
 
-/// Sets `AsyncPullStep`'s `am_send` and `am_await` slots (see `am_send`).
+/// Sets `AsyncPullStep`'s `am_send` and `am_await` slots (see `am_send`), and its finalizer
+/// (see `finalize`).
 pub(super) fn install(py: Python<'_>) -> PyResult<()> {
     let ty = py.get_type::<AsyncPullStep>();
     // SAFETY: the type is a heap type made by PyO3 with an `am_await` slot, so `tp_as_async`
@@ -911,6 +963,12 @@ pub(super) fn install(py: Python<'_>) -> PyResult<()> {
         }
         (*methods).am_send = Some(am_send);
         (*methods).am_await = Some(am_await);
+        if let Some(pyo3_dealloc) = (*raw).tp_dealloc {
+            if PYO3_DEALLOC.set(pyo3_dealloc).is_ok() {
+                (*raw).tp_dealloc = Some(dealloc);
+            }
+        }
+        (*raw).tp_finalize = Some(finalize);
         ffi::PyType_Modified(raw);
     }
     Ok(())
