@@ -608,3 +608,34 @@ def test_every_awaitable_is_tracked_by_the_collector() -> None:
             await pull
 
     run(main())
+
+
+def test_a_pull_waiting_at_interpreter_exit_does_not_panic() -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "import asyncio, stopstream\n"
+        "class Aw:\n"
+        "    def __await__(self): return self\n"
+        "    def __iter__(self): return self\n"
+        "    def __next__(self): return None\n"
+        "    def send(self, v): return None\n"
+        "class Up:\n"
+        "    def __aiter__(self): return self\n"
+        "    def __anext__(self): return Aw()\n"
+        "    async def aclose(self): pass\n"
+        "keep = []\n"
+        "async def main():\n"
+        "    s = stopstream.awrap(Up(), ['STOP'])\n"
+        "    step = s.__anext__()\n"
+        "    step.send(None)\n"
+        "    keep.append(step)\n"
+        "asyncio.run(main())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert "panicked" not in done.stderr
+    assert "PanicException" not in done.stderr
+    assert done.returncode == 0, done.stderr

@@ -188,11 +188,21 @@ fn send<'py>(it: &Bound<'py, PyAny>, value: &Bound<'py, PyAny>) -> PyResult<Sent
     }
 }
 
+/// `err` with its exception made by CPython: raised and fetched back. PyO3 makes a lazy error's
+/// exception (for `is_instance_of`, which then matches with `PyErr_GivenExceptionMatches`)
+/// through `Python::attach`, which panics once the interpreter is finalizing; a fetched error
+/// is made already.
+fn made(py: Python<'_>, err: PyErr) -> PyErr {
+    err.restore(py);
+    PyErr::fetch(py)
+}
+
 /// An exception thrown into an awaitable's iterator, as a coroutine awaiting it does: a
 /// `GeneratorExit` closes it and is raised where it waits; anything else goes to its `throw`
 /// (raised where it waits when it has none).
 fn throw_into<'py>(it: &Bound<'py, PyAny>, err: PyErr) -> PyResult<Sent<'py>> {
     let py = it.py();
+    let err = made(py, err);
     if err.is_instance_of::<PyGeneratorExit>(py) {
         if let Some(close) = it.getattr_opt(pyo3::intern!(py, "close"))? {
             close.call0()?;
@@ -576,18 +586,20 @@ impl AsyncDriver {
     fn __clear__(&self) {
         // The stage stays (set once, read without the lock); a cycle through it is broken at
         // the stage's own references.
-        Python::attach(|py| {
-            let old = try_lock(py, &self.state).map(|mut st| {
-                st.done = true;
-                (
-                    st.iterator.take(),
-                    st.source.take(),
-                    st.deferred.take(),
-                    std::mem::take(&mut st.queue),
-                )
-            });
-            drop(old);
+        // SAFETY: the collector calls `tp_clear` on an attached thread (`Python::attach` would
+        // panic there while the interpreter finalizes).
+        #[allow(unsafe_code)]
+        let py = unsafe { Python::assume_attached() };
+        let old = try_lock(py, &self.state).map(|mut st| {
+            st.done = true;
+            (
+                st.iterator.take(),
+                st.source.take(),
+                st.deferred.take(),
+                std::mem::take(&mut st.queue),
+            )
         });
+        drop(old);
     }
 }
 
@@ -731,13 +743,16 @@ impl AsyncPullStep {
                 }
                 Err(PyRuntimeError::new_err("coroutine ignored GeneratorExit"))
             }
-            Err(err)
+            Err(err) => {
+                let err = made(py, err);
                 if err.is_instance_of::<PyGeneratorExit>(py)
-                    || err.is_instance_of::<PyStopIteration>(py) =>
-            {
-                Ok(())
+                    || err.is_instance_of::<PyStopIteration>(py)
+                {
+                    Ok(())
+                } else {
+                    Err(err)
+                }
             }
-            Err(err) => Err(err),
         }
     }
 }
@@ -812,15 +827,16 @@ impl AsyncPullStep {
     }
 
     fn __clear__(&self) {
-        Python::attach(|py| {
-            let old = try_lock(py, &self.step).map(|mut s| std::mem::replace(&mut *s, Step::Done));
-            // A pull cleared while suspended (its finalizer ran at an earlier suspension, and an
-            // object resurrected it) frees the stream.
-            if matches!(old, Some(Step::Pulling(..) | Step::Handling(_))) {
-                self.driver.get().running.store(false, Ordering::Release);
-            }
-            drop(old);
-        });
+        // SAFETY: as in `AsyncDriver.__clear__`.
+        #[allow(unsafe_code)]
+        let py = unsafe { Python::assume_attached() };
+        let old = try_lock(py, &self.step).map(|mut s| std::mem::replace(&mut *s, Step::Done));
+        // A pull cleared while suspended (its finalizer ran at an earlier suspension, and an
+        // object resurrected it) frees the stream.
+        if matches!(old, Some(Step::Pulling(..) | Step::Handling(_))) {
+            self.driver.get().running.store(false, Ordering::Release);
+        }
+        drop(old);
     }
 }
 
@@ -828,16 +844,34 @@ impl AsyncPullStep {
     /// The finalizer's work: abandoned while suspended, the pull is closed, as the finalizer
     /// of a coroutine closes it (the upstream's awaitable is closed, then the pull ends by the
     /// policy for an upstream error). Nobody is left to tell of a failure but
-    /// `sys.unraisablehook`.
+    /// `sys.unraisablehook`. Not while the interpreter finalizes: the upstream's modules may be
+    /// gone, and the event loop with them.
     fn finalize(&self, py: Python<'_>) {
         let suspended = try_lock(py, &self.step)
             .is_some_and(|s| matches!(*s, Step::Pulling(..) | Step::Handling(_)));
-        if suspended {
+        if suspended && !finalizing() {
             if let Err(err) = self.close_step(py) {
                 err.write_unraisable(py, None);
             }
         }
     }
+}
+
+/// Whether the interpreter is finalizing (`Py_IsFinalizing`, public from 3.13 and exported as
+/// `_Py_IsFinalizing` before).
+fn finalizing() -> bool {
+    #[cfg(not(Py_3_13))]
+    #[allow(unsafe_code)]
+    extern "C" {
+        #[link_name = "_Py_IsFinalizing"]
+        fn Py_IsFinalizing() -> std::ffi::c_int;
+    }
+    #[cfg(Py_3_13)]
+    use ffi::Py_IsFinalizing;
+    // SAFETY: a read of the runtime's state, callable from any thread.
+    #[allow(unsafe_code)]
+    let finalizing = unsafe { Py_IsFinalizing() };
+    finalizing != 0
 }
 
 /// The `tp_finalize` slot of `AsyncPullStep` (set by `install`). A finalizer, not `Drop`:
