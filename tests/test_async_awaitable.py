@@ -639,3 +639,35 @@ def test_a_pull_waiting_at_interpreter_exit_does_not_panic() -> None:
     assert "panicked" not in done.stderr
     assert "PanicException" not in done.stderr
     assert done.returncode == 0, done.stderr
+
+
+def test_send_through_the_slot_with_no_value_is_none() -> None:
+    import ctypes
+
+    # PyIter_Send with a NULL value, as C callers may pass: taken as None.
+    send = ctypes.pythonapi.PyIter_Send
+    send.restype = ctypes.c_int
+    send.argtypes = [ctypes.py_object, ctypes.c_void_p, ctypes.POINTER(ctypes.py_object)]
+
+    async def main() -> None:
+        s = awrap(synchronous(["a"]), ["zz"])
+        pull = s.__anext__()
+        result = ctypes.py_object()
+        assert send(pull, None, ctypes.byref(result)) == 0  # PYGEN_RETURN
+        assert result.value == "a"
+
+    run(main())
+
+
+def test_throw_of_an_instance_with_a_separate_value_is_refused() -> None:
+    async def main() -> None:
+        gate = Gate()
+        s = awrap(gate, ["zz"])
+        aw = step(s.__anext__())
+        aw.send(None)
+        with pytest.raises(TypeError, match="instance exception may not have a separate value"):
+            aw.throw(UpstreamError("x"), "value")  # type: ignore[call-overload]
+        aw.close()
+        assert gate.closed == 1
+
+    run(main())

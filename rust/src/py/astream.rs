@@ -787,24 +787,28 @@ impl AsyncPullStep {
         val: Option<&Bound<'py, PyAny>>,
         tb: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let exc = match val {
-            Some(val) if !val.is_none() && !typ.is_instance_of::<PyBaseException>() => {
-                if val.is_instance(typ)? {
-                    val.clone()
-                } else {
-                    typ.call1((val,))?
-                }
+        let val = val.filter(|val| !val.is_none());
+        let exc = if typ.is_instance_of::<PyBaseException>() {
+            if val.is_some() {
+                return Err(PyTypeError::new_err(
+                    "instance exception may not have a separate value",
+                ));
             }
-            _ if typ.is_instance_of::<PyBaseException>() => typ.clone(),
-            _ => typ.call0()?,
+            typ.clone()
+        } else {
+            match val {
+                Some(val) if val.is_instance(typ)? => val.clone(),
+                Some(val) => typ.call1((val,))?,
+                None => typ.call0()?,
+            }
         };
+        if !exc.is_instance_of::<PyBaseException>() {
+            return Err(PyTypeError::new_err("exceptions must derive from BaseException"));
+        }
         if let Some(tb) = tb.filter(|tb| !tb.is_none()) {
             exc.call_method1(pyo3::intern!(py, "with_traceback"), (tb,))?;
         }
         let err = PyErr::from_value(exc);
-        if !err.is_instance_of::<PyBaseException>(py) {
-            return Err(PyTypeError::new_err("exceptions must derive from BaseException"));
-        }
         yielded(self.resume(py, Input::Throw(err))?)
     }
 
@@ -934,12 +938,15 @@ unsafe extern "C" fn am_send(
 ) -> ffi::PySendResult {
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // SAFETY: CPython calls the slot on an attached thread, with live `slf` (an
-        // `AsyncPullStep`: the slot is set on that type only) and `value`.
+        // `AsyncPullStep`: the slot is set on that type only) and `value`, if not NULL.
         #[allow(unsafe_code)]
         let (py, slf, value) = unsafe {
             let py = Python::assume_attached();
             let slf = Bound::from_borrowed_ptr(py, slf).cast_into_unchecked::<AsyncPullStep>();
-            (py, slf, Bound::from_borrowed_ptr(py, value))
+            // A C caller may send NULL: `None`, as a generator's `am_send` takes it.
+            let value = Bound::from_borrowed_ptr_or_opt(py, value)
+                .unwrap_or_else(|| py.None().into_bound(py));
+            (py, slf, value)
         };
         (
             py,
