@@ -8,7 +8,9 @@
 //! value without creating a `StopIteration`), feeds the stage, and returns the output; when the
 //! stage holds the item back it pulls the next one within the same awaitable. The piece goes
 //! back through the `am_send` slot (set by `install`: PyO3 cannot declare it), as a
-//! coroutine's return value does; returned as a `StopIteration` from `__next__` it cost more
+//! coroutine's return value does, with no `StopIteration` where `await` calls the slot
+//! (measured on CPython 3.11; on 3.12+ `SEND` may call `__next__` or `send` of an object that
+//! is not a generator instead); returned as a `StopIteration` from `__next__` it cost more
 //! than the rest of the step (PyO3 on CPython 3.11 normalizes every exception it raises): the
 //! per-chunk `awrap` row went from 3.0× to 2.1× the floor with the slot alone, and to 1.9× to
 //! 2.0× (1 to 4 stops) with the upstream's `__anext__` and `__await__` reached through their
@@ -928,8 +930,10 @@ unsafe extern "C" fn dealloc(slf: *mut ffi::PyObject) {
 
 /// The `am_send` slot of `AsyncPullStep`, which `await` (CPython's `SEND`, through
 /// `PyIter_Send`) calls instead of `__next__`: the piece comes back as a return value, as a
-/// coroutine's does, with no `StopIteration` made and normalized per item. PyO3 has no way to
-/// declare the slot; `install` sets it once the type exists.
+/// coroutine's does, with no `StopIteration` made and normalized per item (measured on CPython
+/// 3.11; 3.10 reads the slot only with `Py_TPFLAGS_HAVE_AM_SEND`, which `install` sets, and
+/// 3.12+ may step an object that is not a generator through `__next__`/`send`). PyO3 has no
+/// way to declare the slot; `install` sets it once the type exists.
 #[allow(unsafe_code)]
 unsafe extern "C" fn am_send(
     slf: *mut ffi::PyObject,
@@ -1010,6 +1014,12 @@ pub(super) fn install(py: Python<'_>) -> PyResult<()> {
             }
         }
         (*raw).tp_finalize = Some(finalize);
+        // CPython 3.10's `PyIter_Send` reads `am_send` only with this flag (gone in 3.11).
+        #[cfg(not(Py_3_11))]
+        {
+            const PY_TPFLAGS_HAVE_AM_SEND: std::ffi::c_ulong = 1 << 21;
+            (*raw).tp_flags |= PY_TPFLAGS_HAVE_AM_SEND;
+        }
         ffi::PyType_Modified(raw);
     }
     Ok(())
