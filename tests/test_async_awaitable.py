@@ -536,3 +536,138 @@ def test_awrap_matches_wrap(case: StrCase, include_stop: bool, hold: bool) -> No
         assert s.pending == expected.pending
 
     run(main())
+
+
+# --- the awaitable's lifetime ---------------------------------------------------------------
+
+
+class BareAwaitable:
+    """An awaitable that is its own iterator, with neither ``close`` nor ``throw``: waits
+    forever."""
+
+    step: object = None
+
+    def __await__(self) -> BareAwaitable:
+        return self
+
+    def __iter__(self) -> BareAwaitable:
+        return self
+
+    def __next__(self) -> None:
+        return None
+
+    def send(self, value: object) -> None:
+        return None
+
+
+class BareUpstream:
+    """Each pull waits on a ``BareAwaitable``; counts ``aclose()``."""
+
+    def __init__(self) -> None:
+        self.closed = 0
+
+    def __aiter__(self) -> BareUpstream:
+        return self
+
+    def __anext__(self) -> BareAwaitable:
+        return BareAwaitable()
+
+    async def aclose(self) -> None:
+        self.closed += 1
+
+
+def test_a_suspended_pull_in_a_collected_cycle_ends_the_pull() -> None:
+    # The awaitable waited on refers back to the pull: only the collector frees the two, and
+    # the pull must end as if dropped (the upstream closed once, the stream free).
+    async def main() -> None:
+        up = BareUpstream()
+        s = awrap(up, ["STOP"])  # type: ignore[call-overload]
+        pull = s.__anext__()
+        pull.send(None)
+        waited = [o for o in gc.get_referents(pull) if isinstance(o, BareAwaitable)]
+        assert len(waited) == 1
+        waited[0].step = pull
+        del pull, waited
+        gc.collect()
+        assert not s._running
+        assert up.closed == 1
+        with pytest.raises(StopAsyncIteration):
+            await s.__anext__()
+        await s.aclose()
+        assert up.closed == 1
+
+    run(main())
+
+
+def test_every_awaitable_is_tracked_by_the_collector() -> None:
+    async def main() -> None:
+        s = awrap(synchronous(["a", "b", "c", "d"] * 10), ["zz"])
+        for _ in range(40):
+            pull = s.__anext__()
+            assert gc.is_tracked(pull)
+            await pull
+
+    run(main())
+
+
+def test_a_pull_waiting_at_interpreter_exit_does_not_panic() -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "import asyncio, stopstream\n"
+        "class Aw:\n"
+        "    def __await__(self): return self\n"
+        "    def __iter__(self): return self\n"
+        "    def __next__(self): return None\n"
+        "    def send(self, v): return None\n"
+        "class Up:\n"
+        "    def __aiter__(self): return self\n"
+        "    def __anext__(self): return Aw()\n"
+        "    async def aclose(self): pass\n"
+        "keep = []\n"
+        "async def main():\n"
+        "    s = stopstream.awrap(Up(), ['STOP'])\n"
+        "    step = s.__anext__()\n"
+        "    step.send(None)\n"
+        "    keep.append(step)\n"
+        "asyncio.run(main())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert "panicked" not in done.stderr
+    assert "PanicException" not in done.stderr
+    assert done.returncode == 0, done.stderr
+
+
+def test_send_through_the_slot_with_no_value_is_none() -> None:
+    import ctypes
+
+    # PyIter_Send with a NULL value, as C callers may pass: taken as None.
+    send = ctypes.pythonapi.PyIter_Send
+    send.restype = ctypes.c_int
+    send.argtypes = [ctypes.py_object, ctypes.c_void_p, ctypes.POINTER(ctypes.py_object)]
+
+    async def main() -> None:
+        s = awrap(synchronous(["a"]), ["zz"])
+        pull = s.__anext__()
+        result = ctypes.py_object()
+        assert send(pull, None, ctypes.byref(result)) == 0  # PYGEN_RETURN
+        assert result.value == "a"
+
+    run(main())
+
+
+def test_throw_of_an_instance_with_a_separate_value_is_refused() -> None:
+    async def main() -> None:
+        gate = Gate()
+        s = awrap(gate, ["zz"])
+        aw = step(s.__anext__())
+        aw.send(None)
+        with pytest.raises(TypeError, match="instance exception may not have a separate value"):
+            aw.throw(UpstreamError("x"), "value")  # type: ignore[call-overload]
+        aw.close()
+        assert gate.closed == 1
+
+    run(main())

@@ -8,11 +8,14 @@
 //! value without creating a `StopIteration`), feeds the stage, and returns the output; when the
 //! stage holds the item back it pulls the next one within the same awaitable. The piece goes
 //! back through the `am_send` slot (set by `install`: PyO3 cannot declare it), as a
-//! coroutine's return value does; returned as a `StopIteration` from `__next__` it cost more
+//! coroutine's return value does, with no `StopIteration` where `await` calls the slot
+//! (measured on CPython 3.11; on 3.12+ `SEND` may call `__next__` or `send` of an object that
+//! is not a generator instead); returned as a `StopIteration` from `__next__` it cost more
 //! than the rest of the step (PyO3 on CPython 3.11 normalizes every exception it raises): the
 //! per-chunk `awrap` row went from 3.0× to 2.1× the floor with the slot alone, and to 1.9× to
 //! 2.0× (1 to 4 stops) with the upstream's `__anext__` and `__await__` reached through their
-//! slots, the stage read without a lock and a free list for the awaitable.
+//! slots and the stage read without a lock (no free list for the awaitable: see
+//! `AsyncPullStep`).
 //!
 //! Only the common step runs here: deliver queued output, pull, feed, return. Every other event
 //! of the lifecycle (the upstream raised or ran out, a bad item, a stop, a close requested
@@ -187,11 +190,21 @@ fn send<'py>(it: &Bound<'py, PyAny>, value: &Bound<'py, PyAny>) -> PyResult<Sent
     }
 }
 
+/// `err` with its exception made by CPython: raised and fetched back. PyO3 makes a lazy error's
+/// exception (for `is_instance_of`, which then matches with `PyErr_GivenExceptionMatches`)
+/// through `Python::attach`, which panics once the interpreter is finalizing; a fetched error
+/// is made already.
+fn made(py: Python<'_>, err: PyErr) -> PyErr {
+    err.restore(py);
+    PyErr::fetch(py)
+}
+
 /// An exception thrown into an awaitable's iterator, as a coroutine awaiting it does: a
 /// `GeneratorExit` closes it and is raised where it waits; anything else goes to its `throw`
 /// (raised where it waits when it has none).
 fn throw_into<'py>(it: &Bound<'py, PyAny>, err: PyErr) -> PyResult<Sent<'py>> {
     let py = it.py();
+    let err = made(py, err);
     if err.is_instance_of::<PyGeneratorExit>(py) {
         if let Some(close) = it.getattr_opt(pyo3::intern!(py, "close"))? {
             close.call0()?;
@@ -575,18 +588,20 @@ impl AsyncDriver {
     fn __clear__(&self) {
         // The stage stays (set once, read without the lock); a cycle through it is broken at
         // the stage's own references.
-        Python::attach(|py| {
-            let old = try_lock(py, &self.state).map(|mut st| {
-                st.done = true;
-                (
-                    st.iterator.take(),
-                    st.source.take(),
-                    st.deferred.take(),
-                    std::mem::take(&mut st.queue),
-                )
-            });
-            drop(old);
+        // SAFETY: the collector calls `tp_clear` on an attached thread (`Python::attach` would
+        // panic there while the interpreter finalizes).
+        #[allow(unsafe_code)]
+        let py = unsafe { Python::assume_attached() };
+        let old = try_lock(py, &self.state).map(|mut st| {
+            st.done = true;
+            (
+                st.iterator.take(),
+                st.source.take(),
+                st.deferred.take(),
+                std::mem::take(&mut st.queue),
+            )
         });
+        drop(old);
     }
 }
 
@@ -611,7 +626,12 @@ enum Input<'py> {
 /// The awaitable returned by `AsyncDriver.__anext__`: one pull, with a coroutine's protocol
 /// (`__await__`, `send`, `throw`, `close`). Like a coroutine it does nothing until first sent
 /// to; dropped while suspended, it is closed as a coroutine would be.
-#[pyclass(frozen, freelist = 16, module = "stopstream._core")]
+///
+/// No `freelist`: PyO3 reuses a freed object without `PyObject_GC_Track` and with its
+/// finalized mark kept, so a reused awaitable escaped the collector (a cycle through it leaked)
+/// and its finalizer. The free list saved about 5 ns of the 450 ns per item of the 1-stop
+/// `awrap` row of `benches/compare.py --quick` (449 against 454 ns).
+#[pyclass(frozen, module = "stopstream._core")]
 pub(super) struct AsyncPullStep {
     driver: Py<AsyncDriver>,
     step: TryLock<Step>,
@@ -725,13 +745,16 @@ impl AsyncPullStep {
                 }
                 Err(PyRuntimeError::new_err("coroutine ignored GeneratorExit"))
             }
-            Err(err)
+            Err(err) => {
+                let err = made(py, err);
                 if err.is_instance_of::<PyGeneratorExit>(py)
-                    || err.is_instance_of::<PyStopIteration>(py) =>
-            {
-                Ok(())
+                    || err.is_instance_of::<PyStopIteration>(py)
+                {
+                    Ok(())
+                } else {
+                    Err(err)
+                }
             }
-            Err(err) => Err(err),
         }
     }
 }
@@ -766,24 +789,28 @@ impl AsyncPullStep {
         val: Option<&Bound<'py, PyAny>>,
         tb: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let exc = match val {
-            Some(val) if !val.is_none() && !typ.is_instance_of::<PyBaseException>() => {
-                if val.is_instance(typ)? {
-                    val.clone()
-                } else {
-                    typ.call1((val,))?
-                }
+        let val = val.filter(|val| !val.is_none());
+        let exc = if typ.is_instance_of::<PyBaseException>() {
+            if val.is_some() {
+                return Err(PyTypeError::new_err(
+                    "instance exception may not have a separate value",
+                ));
             }
-            _ if typ.is_instance_of::<PyBaseException>() => typ.clone(),
-            _ => typ.call0()?,
+            typ.clone()
+        } else {
+            match val {
+                Some(val) if val.is_instance(typ)? => val.clone(),
+                Some(val) => typ.call1((val,))?,
+                None => typ.call0()?,
+            }
         };
+        if !exc.is_instance_of::<PyBaseException>() {
+            return Err(PyTypeError::new_err("exceptions must derive from BaseException"));
+        }
         if let Some(tb) = tb.filter(|tb| !tb.is_none()) {
             exc.call_method1(pyo3::intern!(py, "with_traceback"), (tb,))?;
         }
         let err = PyErr::from_value(exc);
-        if !err.is_instance_of::<PyBaseException>(py) {
-            return Err(PyTypeError::new_err("exceptions must derive from BaseException"));
-        }
         yielded(self.resume(py, Input::Throw(err))?)
     }
 
@@ -806,24 +833,29 @@ impl AsyncPullStep {
     }
 
     fn __clear__(&self) {
-        Python::attach(|py| {
-            let old = try_lock(py, &self.step).map(|mut s| std::mem::replace(&mut *s, Step::Done));
-            drop(old);
-        });
+        // SAFETY: as in `AsyncDriver.__clear__`.
+        #[allow(unsafe_code)]
+        let py = unsafe { Python::assume_attached() };
+        let old = try_lock(py, &self.step).map(|mut s| std::mem::replace(&mut *s, Step::Done));
+        // A pull cleared while suspended (its finalizer ran at an earlier suspension, and an
+        // object resurrected it) frees the stream.
+        if matches!(old, Some(Step::Pulling(..) | Step::Handling(_))) {
+            self.driver.get().running.store(false, Ordering::Release);
+        }
+        drop(old);
     }
 }
 
-impl Drop for AsyncPullStep {
-    fn drop(&mut self) {
-        // Abandoned while suspended: closed, as the finalizer of a coroutine closes it (the
-        // upstream's awaitable is closed, then the pull ends by the policy for an upstream
-        // error). Nobody is left to tell of a failure but `sys.unraisablehook`.
-        // SAFETY: a Python object is dropped from its `tp_dealloc`, on an attached thread.
-        #[allow(unsafe_code)]
-        let py = unsafe { Python::assume_attached() };
+impl AsyncPullStep {
+    /// The finalizer's work: abandoned while suspended, the pull is closed, as the finalizer
+    /// of a coroutine closes it (the upstream's awaitable is closed, then the pull ends by the
+    /// policy for an upstream error). Nobody is left to tell of a failure but
+    /// `sys.unraisablehook`. Not while the interpreter finalizes: the upstream's modules may be
+    /// gone, and the event loop with them.
+    fn finalize(&self, py: Python<'_>) {
         let suspended = try_lock(py, &self.step)
             .is_some_and(|s| matches!(*s, Step::Pulling(..) | Step::Handling(_)));
-        if suspended {
+        if suspended && !finalizing() {
             if let Err(err) = self.close_step(py) {
                 err.write_unraisable(py, None);
             }
@@ -831,10 +863,77 @@ impl Drop for AsyncPullStep {
     }
 }
 
+/// Whether the interpreter is finalizing (`Py_IsFinalizing`, public from 3.13 and exported as
+/// `_Py_IsFinalizing` before).
+fn finalizing() -> bool {
+    #[cfg(not(Py_3_13))]
+    #[allow(unsafe_code)]
+    extern "C" {
+        #[link_name = "_Py_IsFinalizing"]
+        fn Py_IsFinalizing() -> std::ffi::c_int;
+    }
+    #[cfg(Py_3_13)]
+    use ffi::Py_IsFinalizing;
+    // SAFETY: a read of the runtime's state, callable from any thread.
+    #[allow(unsafe_code)]
+    let finalizing = unsafe { Py_IsFinalizing() };
+    finalizing != 0
+}
+
+/// The `tp_finalize` slot of `AsyncPullStep` (set by `install`). A finalizer, not `Drop`:
+/// the collector runs it on cyclic garbage before `tp_clear` empties the step, so a pull
+/// suspended in a cycle (an awaitable that refers back to its waiter) still ends, its upstream
+/// closed and the stream freed, as a coroutine's finalizer runs its `finally`. The step's
+/// `tp_dealloc` runs it first too (`dealloc`), so closing never runs inside PyO3's dealloc.
+#[allow(unsafe_code)]
+unsafe extern "C" fn finalize(slf: *mut ffi::PyObject) {
+    // SAFETY: CPython calls the slot on an attached thread with a live `AsyncPullStep` (the
+    // slot is set on that type only). The exception being raised, if any, is kept aside and
+    // put back, as a finalizer must.
+    unsafe {
+        let (mut typ, mut value, mut tb) =
+            (std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut());
+        #[allow(deprecated)]
+        ffi::PyErr_Fetch(&raw mut typ, &raw mut value, &raw mut tb);
+        let py = Python::assume_attached();
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let slf = Bound::from_borrowed_ptr(py, slf).cast_into_unchecked::<AsyncPullStep>();
+            slf.get().finalize(py);
+        }));
+        if panicked.is_err() {
+            PyRuntimeError::new_err("internal error in AsyncPullStep").write_unraisable(py, None);
+        }
+        #[allow(deprecated)]
+        ffi::PyErr_Restore(typ, value, tb);
+    }
+}
+
+/// PyO3's `tp_dealloc` of `AsyncPullStep`, which `dealloc` calls after the finalizer.
+static PYO3_DEALLOC: OnceLock<ffi::destructor> = OnceLock::new();
+
+/// The `tp_dealloc` slot of `AsyncPullStep`: the finalizer (once, as CPython's own types do),
+/// then PyO3's dealloc.
+#[allow(unsafe_code)]
+unsafe extern "C" fn dealloc(slf: *mut ffi::PyObject) {
+    // SAFETY: CPython calls the slot with an object whose count fell to zero, on an attached
+    // thread. `PyObject_CallFinalizerFromDealloc` runs `tp_finalize` unless it ran already and
+    // reports a resurrection with -1, in which case the object lives on.
+    unsafe {
+        if ffi::PyObject_CallFinalizerFromDealloc(slf) < 0 {
+            return;
+        }
+        if let Some(pyo3_dealloc) = PYO3_DEALLOC.get() {
+            pyo3_dealloc(slf);
+        }
+    }
+}
+
 /// The `am_send` slot of `AsyncPullStep`, which `await` (CPython's `SEND`, through
 /// `PyIter_Send`) calls instead of `__next__`: the piece comes back as a return value, as a
-/// coroutine's does, with no `StopIteration` made and normalized per item. PyO3 has no way to
-/// declare the slot; `install` sets it once the type exists.
+/// coroutine's does, with no `StopIteration` made and normalized per item (measured on CPython
+/// 3.11; 3.10 reads the slot only with `Py_TPFLAGS_HAVE_AM_SEND`, which `install` sets, and
+/// 3.12+ may step an object that is not a generator through `__next__`/`send`). PyO3 has no
+/// way to declare the slot; `install` sets it once the type exists.
 #[allow(unsafe_code)]
 unsafe extern "C" fn am_send(
     slf: *mut ffi::PyObject,
@@ -843,12 +942,15 @@ unsafe extern "C" fn am_send(
 ) -> ffi::PySendResult {
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // SAFETY: CPython calls the slot on an attached thread, with live `slf` (an
-        // `AsyncPullStep`: the slot is set on that type only) and `value`.
+        // `AsyncPullStep`: the slot is set on that type only) and `value`, if not NULL.
         #[allow(unsafe_code)]
         let (py, slf, value) = unsafe {
             let py = Python::assume_attached();
             let slf = Bound::from_borrowed_ptr(py, slf).cast_into_unchecked::<AsyncPullStep>();
-            (py, slf, Bound::from_borrowed_ptr(py, value))
+            // A C caller may send NULL: `None`, as a generator's `am_send` takes it.
+            let value = Bound::from_borrowed_ptr_or_opt(py, value)
+                .unwrap_or_else(|| py.None().into_bound(py));
+            (py, slf, value)
         };
         (
             py,
@@ -890,7 +992,8 @@ unsafe extern "C" fn am_await(slf: *mut ffi::PyObject) -> *mut ffi::PyObject {
     slf
 }
 
-/// Sets `AsyncPullStep`'s `am_send` and `am_await` slots (see `am_send`).
+/// Sets `AsyncPullStep`'s `am_send` and `am_await` slots (see `am_send`), and its finalizer
+/// (see `finalize`).
 pub(super) fn install(py: Python<'_>) -> PyResult<()> {
     let ty = py.get_type::<AsyncPullStep>();
     // SAFETY: the type is a heap type made by PyO3 with an `am_await` slot, so `tp_as_async`
@@ -905,6 +1008,18 @@ pub(super) fn install(py: Python<'_>) -> PyResult<()> {
         }
         (*methods).am_send = Some(am_send);
         (*methods).am_await = Some(am_await);
+        if let Some(pyo3_dealloc) = (*raw).tp_dealloc {
+            if PYO3_DEALLOC.set(pyo3_dealloc).is_ok() {
+                (*raw).tp_dealloc = Some(dealloc);
+            }
+        }
+        (*raw).tp_finalize = Some(finalize);
+        // CPython 3.10's `PyIter_Send` reads `am_send` only with this flag (gone in 3.11).
+        #[cfg(not(Py_3_11))]
+        {
+            const PY_TPFLAGS_HAVE_AM_SEND: std::ffi::c_ulong = 1 << 21;
+            (*raw).tp_flags |= PY_TPFLAGS_HAVE_AM_SEND;
+        }
         ffi::PyType_Modified(raw);
     }
     Ok(())
