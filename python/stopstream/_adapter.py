@@ -63,6 +63,38 @@ class Machine(Protocol):
         ...
 
 
+class Phases:
+    """The phase an adapter's machine is in, and what is read from it, for every provider:
+    ``open`` (no stop or ending yet: the fast paths may handle an item), ``draining`` (a stop
+    fired with ``on_stop="drain"``: the upstream is read to its end), ``closing`` (close the
+    upstream, then call ``end``) and ``ended`` (the last item owed was emitted)."""
+
+    _stops: tuple[str | Stop | Regex, ...]
+    _phase: str  # open | draining | closing | ended
+
+    @property
+    def stops(self) -> tuple[str | Stop | Regex, ...]:
+        return self._stops
+
+    @property
+    def open(self) -> bool:
+        """No stop or ending yet: the fast paths may handle an item."""
+        return self._phase == "open"
+
+    @property
+    def closing(self) -> bool:
+        return self._phase == "closing"
+
+    @property
+    def draining(self) -> bool:
+        return self._phase == "draining"
+
+    @property
+    def finished(self) -> bool:
+        """The last item owed to the client was emitted: anything later is dropped."""
+        return self._phase == "ended"
+
+
 # --- SDK objects <-> dicts --------------------------------------------------------------------
 
 

@@ -45,6 +45,7 @@ from stopstream._adapter import (
     Emit,
     ModelDriver,
     OnStop,
+    Phases,
     SyncAdapterStream,
     check_on_stop,
     rebuild_from_sample,
@@ -88,7 +89,7 @@ class _Part:
         self.pending_logprobs: list[Any] = []  # of deltas held back entirely
 
 
-class ResponsesMachine:
+class ResponsesMachine(Phases):
     """The Responses adapter over decoded events (dicts); see the module docstring."""
 
     def __init__(
@@ -115,33 +116,11 @@ class ResponsesMachine:
         self.status: str | None = None  # the final response's status, once known
 
     @property
-    def stops(self) -> tuple[str | Stop | Regex, ...]:
-        return self._stops
-
-    @property
-    def closing(self) -> bool:
-        return self._phase == "closing"
-
-    @property
-    def draining(self) -> bool:
-        return self._phase == "draining"
-
-    @property
-    def finished(self) -> bool:
-        """The last event owed to the client was emitted: anything later is dropped."""
-        return self._phase == "ended"
-
-    @property
     def pending(self) -> dict[PartKey, str]:
         """Per open text part: the text held back right now."""
         return {key: part.filter.pending for key, part in self._parts.items()}
 
     # --- the native SSE stage (``stopstream.sse``) ----------------------------------------
-
-    @property
-    def open(self) -> bool:
-        """No stop yet: the native stage may handle an event."""
-        return self._phase == "open"
 
     def text_filters(self) -> list[tuple[Any, ...]]:
         """The open parts the native stage may feed: ``((output_index, content_index), filter,

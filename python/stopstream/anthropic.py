@@ -43,6 +43,7 @@ from stopstream._adapter import (
     Emit,
     ModelDriver,
     OnStop,
+    Phases,
     SyncAdapterStream,
     check_on_stop,
     rebuild_from_sample,
@@ -70,7 +71,7 @@ _DELTA_USAGE_FIELDS = (
 _MESSAGE_STOP: JSON = {"type": "message_stop"}
 
 
-class MessagesMachine:
+class MessagesMachine(Phases):
     """The Messages adapter over decoded events (dicts); see the module docstring."""
 
     def __init__(
@@ -99,23 +100,6 @@ class MessagesMachine:
         """The text held back in the open text blocks (in block order)."""
         return "".join(f.pending for f in self._filters.values())
 
-    @property
-    def stops(self) -> tuple[str | Stop | Regex, ...]:
-        return self._stops
-
-    @property
-    def closing(self) -> bool:
-        return self._phase == "closing"
-
-    @property
-    def draining(self) -> bool:
-        return self._phase == "draining"
-
-    @property
-    def open(self) -> bool:
-        """No stop yet: the fast paths may handle an event."""
-        return self._phase == "open"
-
     def text_filters(self) -> list[tuple[Any, StopFilter]]:
         """The open text blocks' indices and filters (those whose deltas are scanned)."""
         kinds = self._kinds
@@ -124,11 +108,6 @@ class MessagesMachine:
             for i, f in self._filters.items()
             if type(i) is int and kinds.get(i, "text") == "text"
         ]
-
-    @property
-    def finished(self) -> bool:
-        """The last event owed to the client was emitted: anything later is dropped."""
-        return self._phase == "ended"
 
     def feed(self, event: JSON) -> list[Emit]:
         phase = self._phase

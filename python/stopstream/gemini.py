@@ -51,10 +51,11 @@ from stopstream._adapter import (
     IndexedResult,
     ModelDriver,
     OnStop,
+    Phases,
     SyncAdapterStream,
     check_on_stop,
 )
-from stopstream._core import Regex, Stop, StopFilter
+from stopstream._core import StopFilter
 from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:
@@ -83,7 +84,7 @@ def _is_snake(obj: JSON) -> bool:
     return any("_" in key for key in obj)
 
 
-class GeminiMachine:
+class GeminiMachine(Phases):
     """The Gemini adapter over decoded ``GenerateContentResponse`` chunks (dicts)."""
 
     def __init__(
@@ -115,23 +116,6 @@ class GeminiMachine:
         self.stopped = False  # every candidate stopped or finished, and a stop fired
 
     @property
-    def stops(self) -> tuple[str | Stop | Regex, ...]:
-        return self._stops
-
-    @property
-    def closing(self) -> bool:
-        return self._phase == "closing"
-
-    @property
-    def draining(self) -> bool:
-        return self._phase == "draining"
-
-    @property
-    def finished(self) -> bool:
-        """The last chunk owed to the client was emitted: anything later is dropped."""
-        return self._phase == "ended"
-
-    @property
     def complete(self) -> bool:
         """Every candidate has a ``finishReason`` (or stopped here): the response ended."""
         return self._every_candidate_done()
@@ -144,11 +128,6 @@ class GeminiMachine:
             for index, status in self._status.items()
             if status == _OPEN
         }
-
-    @property
-    def open(self) -> bool:
-        """No stop ended the response yet: the native SSE stage may handle a chunk."""
-        return self._phase == "open"
 
     def text_filters(self) -> list[tuple[Any, StopFilter]]:
         """The open candidates' indices and filters (for the native SSE stage)."""

@@ -56,11 +56,12 @@ from stopstream._adapter import (
     IndexedResult,
     ModelDriver,
     OnStop,
+    Phases,
     SyncAdapterStream,
     as_json,
     check_on_stop,
 )
-from stopstream._core import Regex, Stop, StopFilter, _feed_unless_stop
+from stopstream._core import StopFilter, _feed_unless_stop
 from stopstream._responses import AsyncResponsesStopStream, ResponsesMachine, ResponsesStopStream
 from stopstream._wrap import stop_set
 
@@ -85,7 +86,7 @@ _OPEN, _STOPPED, _FINISHED = 0, 1, 2
 _CHUNK_FIELDS = ("id", "object", "created", "model", "system_fingerprint", "service_tier")
 
 
-class ChatMachine:
+class ChatMachine(Phases):
     """The Chat Completions adapter over decoded chunks (dicts); see the module docstring."""
 
     def __init__(
@@ -118,14 +119,6 @@ class ChatMachine:
         self.stopped = False  # every choice stopped or finished, and a stop fired
 
     @property
-    def stops(self) -> tuple[str | Stop | Regex, ...]:
-        return self._stops
-
-    @property
-    def closing(self) -> bool:
-        return self._phase == "closing"
-
-    @property
     def complete(self) -> bool:
         """Every choice has its ``finish_reason`` (``n`` of them when ``n`` is given), or the
         stream stopped here. ``[DONE]`` is transport and completes nothing."""
@@ -141,15 +134,6 @@ class ChatMachine:
         """Per open choice: the text held back."""
         return {i: self._filters[i].pending for i, s in self._status.items() if s == _OPEN}
 
-    @property
-    def draining(self) -> bool:
-        return self._phase == "draining"
-
-    @property
-    def open(self) -> bool:
-        """No choice-wide ending yet: the fast paths may handle a chunk."""
-        return self._phase == "open"
-
     def text_filters(self) -> list[tuple[Any, StopFilter]]:
         """The open choices' indices and filters."""
         return [(i, f) for i, f in self._open.items() if type(i) is int]
@@ -157,11 +141,6 @@ class ChatMachine:
     def note_template(self, template: object) -> None:
         """A chunk with choices that a fast path handled (SDK object or JSON bytes)."""
         self._template = template
-
-    @property
-    def finished(self) -> bool:
-        """The last event owed to the client was emitted: anything later is dropped."""
-        return self._phase == "ended"
 
     def feed(self, chunk: JSON) -> list[Emit]:
         phase = self._phase
