@@ -11,7 +11,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyIterator, PyList, PyString, PyTuple};
 use pyo3::PyTraverseError;
 
-use super::convert::{bytes_output, chunk_bytes, chunk_utf8, feed_str, make_str, CHUNK_STACK};
+use super::convert::{
+    bytes_output, chunk_bytes, chunk_utf8, feed_str, joined_str, make_str, CHUNK_STACK,
+};
 use super::errors::{map_error, parse_errors, type_name};
 use super::filters::feed_composed;
 use super::stopset::{
@@ -471,10 +473,8 @@ impl StopStream {
             let out = if e.from_held != 0 {
                 // Held text is released only from an open stream that holds it (never with
                 // `include_stop`), so it is the state's string from before the call.
-                let mut out = Vec::with_capacity(e.from_held + e.from_input);
-                out.extend_from_slice(&set.held(before)[..e.from_held]);
-                out.extend_from_slice(&bytes[..e.from_input]);
-                make_str(py, &out).map(|s| Some(s.into_any()))
+                joined_str(py, &set.held(before)[..e.from_held], &bytes[..e.from_input])
+                    .map(|s| Some(s.into_any()))
             } else if e.from_input == 0 {
                 Ok(None)
             } else if e.from_input == bytes.len() {
@@ -544,6 +544,13 @@ impl StopStream {
                 return Fast::Pulled(Pulled(Some(Ok(item))));
             };
             let bytes = chunk.as_bytes();
+            if b.passes_whole(set, bytes) {
+                st.position += 1;
+                if bytes.is_empty() {
+                    continue;
+                }
+                return Fast::Done(Ok(Some(item)));
+            }
             let mut buf = Vec::new();
             // An error leaves the stream as it was: the general path feeds it again and raises.
             let Ok(fed) = b.feed(set, bytes, &mut buf) else {
