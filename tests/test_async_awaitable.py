@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import types
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
 from typing import Any
 
@@ -606,6 +607,44 @@ def test_every_awaitable_is_tracked_by_the_collector() -> None:
             pull = s.__anext__()
             assert gc.is_tracked(pull)
             await pull
+
+    run(main())
+
+
+def test_a_finished_awaitable_is_served_again_only_when_nobody_holds_it() -> None:
+    # The driver hands out the awaitable of its last delivered pull again, but only one that
+    # nothing else refers to: one still held stays used up, and the next pull is a new object.
+    async def main() -> None:
+        s = awrap(synchronous(["a", "b", "c", "d", "e"]), ["zz"])
+        held = s.__anext__()
+        assert await held == "a"
+        fresh = s.__anext__()
+        assert fresh is not held
+        assert await fresh == "b"
+        with pytest.raises(RuntimeError, match="cannot reuse already awaited"):
+            await held
+        del fresh
+        served = {id(s.__anext__()) for _ in range(3)}  # each dropped unawaited at once
+        assert len(served) == 1
+        assert [p async for p in s] == ["c", "d", "e"]
+
+    run(main())
+
+
+def test_a_stream_with_a_spare_awaitable_is_freed_when_dropped() -> None:
+    # A finished awaitable refers to nothing: the spare the driver keeps makes no cycle, so a
+    # dropped stream goes at once, without the collector.
+    async def main() -> None:
+        up = FutureUpstream(["a", "b"])
+        s = awrap(up, ["zz"])  # type: ignore[call-overload]
+        assert await s.__anext__() == "a"
+        gone = weakref.ref(up)
+        gc.disable()
+        try:
+            del s, up
+            assert gone() is None
+        finally:
+            gc.enable()
 
     run(main())
 

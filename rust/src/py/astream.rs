@@ -62,6 +62,9 @@ struct DriverState {
     done: bool,
     /// An exception from closing the upstream after a stop, raised after the last output.
     deferred: Option<Py<PyAny>>,
+    /// The awaitable of the last pull that delivered, kept to serve the next `__anext__`
+    /// (see `AsyncPullStep`). Finished, it refers to nothing, so it makes no cycle.
+    spare: Option<Py<AsyncPullStep>>,
 }
 
 /// The async lifecycle driver: the state and the common step of `__anext__`; the rest of the
@@ -328,7 +331,9 @@ fn handle<'py>(
     let py = driver.py();
     let coroutine = driver.call_method1(name, args).map_err(Action::Raise)?;
     match send(&coroutine, &py.None().into_bound(py)) {
-        Ok(Sent::Yield(value)) => Err(Action::Yield(Step::Handling(coroutine.unbind()), value)),
+        Ok(Sent::Yield(value)) => {
+            Err(Action::Yield(Step::Handling(driver.clone().unbind(), coroutine.unbind()), value))
+        }
         Ok(Sent::Return(_)) => Ok(Event::Next),
         Err(err) => Err(Action::Raise(err)),
     }
@@ -366,7 +371,8 @@ fn advance<'py>(driver: &Bound<'py, AsyncDriver>, mut event: Event<'py>) -> Acti
                     .and_then(|it| Ok((send(&it, &py.None().into_bound(py))?, it)));
                 match pulled {
                     Ok((Sent::Yield(value), it)) => {
-                        return Action::Yield(Step::Pulling(it.unbind(), position), value);
+                        let step = Step::Pulling(driver.clone().unbind(), it.unbind(), position);
+                        return Action::Yield(step, value);
                     }
                     Ok((Sent::Return(item), _)) => Ok(Event::Item(item, position)),
                     Err(err) => Ok(Event::Raised(err)),
@@ -434,6 +440,7 @@ impl AsyncDriver {
                 position: 0,
                 done: false,
                 deferred: None,
+                spare: None,
             }),
             stage: OnceLock::new(),
             running: AtomicBool::new(false),
@@ -469,10 +476,14 @@ impl AsyncDriver {
     }
 
     fn __anext__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, AsyncPullStep>> {
-        Bound::new(
-            slf.py(),
-            AsyncPullStep { driver: slf.clone().unbind(), step: TryLock::new(Step::Start) },
-        )
+        let py = slf.py();
+        let spare = slf.get().st(py).ok().and_then(|mut st| st.spare.take());
+        if let Some(spare) = spare.map(|s| s.into_bound(py)) {
+            if AsyncPullStep::restart(&spare, slf) {
+                return Ok(spare);
+            }
+        }
+        Bound::new(py, AsyncPullStep { step: TryLock::new(Step::Start(slf.clone().unbind())) })
     }
 
     #[getter(_stage)]
@@ -575,6 +586,7 @@ impl AsyncDriver {
             visit.call(&st.iterator)?;
             visit.call(&st.source)?;
             visit.call(&st.deferred)?;
+            visit.call(&st.spare)?;
             for item in &st.queue {
                 visit.call(item)?;
             }
@@ -598,6 +610,7 @@ impl AsyncDriver {
                 st.iterator.take(),
                 st.source.take(),
                 st.deferred.take(),
+                st.spare.take(),
                 std::mem::take(&mut st.queue),
             )
         });
@@ -607,13 +620,13 @@ impl AsyncDriver {
 
 /// Where an awaitable of `__anext__` is.
 enum Step {
-    /// Created, not yet sent to.
-    Start,
+    /// Created, not yet sent to: a pull of this driver.
+    Start(Py<AsyncDriver>),
     /// Driving the upstream's awaitable (its iterator) for the `position`-th item.
-    Pulling(Py<PyAny>, usize),
+    Pulling(Py<AsyncDriver>, Py<PyAny>, usize),
     /// Driving a policy coroutine of the Python side.
-    Handling(Py<PyAny>),
-    /// Returned or raised.
+    Handling(Py<AsyncDriver>, Py<PyAny>),
+    /// Returned or raised. It refers to nothing, not even its driver.
     Done,
 }
 
@@ -627,25 +640,28 @@ enum Input<'py> {
 /// (`__await__`, `send`, `throw`, `close`). Like a coroutine it does nothing until first sent
 /// to; dropped while suspended, it is closed as a coroutine would be.
 ///
-/// No `freelist`: PyO3 reuses a freed object without `PyObject_GC_Track` and with its
-/// finalized mark kept, so a reused awaitable escaped the collector (a cycle through it leaked)
-/// and its finalizer. The free list saved about 5 ns of the 450 ns per item of the 1-stop
-/// `awrap` row of `benches/compare.py --quick` (449 against 454 ns).
+/// One awaitable per item cost a third of what the async drivers add to their sync twins
+/// (allocation, the collector's tracking, the finalizer and the dealloc: about 400 of 630
+/// instructions per event of `sse.awrap_openai`, callgrind). So the driver keeps the awaitable
+/// of its last delivered pull and hands it out again from `__anext__` when nothing else refers
+/// to it (its reference count is the driver's alone): nobody can tell it from a new one. It is
+/// never freed in between, so unlike PyO3's `freelist` (which reuses a freed object without
+/// `PyObject_GC_Track` and with its finalized mark kept, so that a cycle through it leaked) it
+/// stays tracked and finalizable. A finished awaitable refers to nothing, not even its driver:
+/// the spare makes no cycle, and a dropped stream is freed at once.
 #[pyclass(frozen, module = "stopstream._core")]
 pub(super) struct AsyncPullStep {
-    driver: Py<AsyncDriver>,
     step: TryLock<Step>,
 }
 
 impl AsyncPullStep {
     /// One step of the pull: what it yields to the event loop, or the piece it returns.
-    fn resume<'py>(&self, py: Python<'py>, input: Input<'py>) -> PyResult<Sent<'py>> {
-        let Some(mut step) = try_lock(py, &self.step) else {
+    fn resume<'py>(slf: &Bound<'py, Self>, input: Input<'py>) -> PyResult<Sent<'py>> {
+        let py = slf.py();
+        let Some(mut step) = try_lock(py, &slf.get().step) else {
             return Err(PyValueError::new_err("coroutine already executing"));
         };
-        let driver = self.driver.bind(py);
-        let this = driver.get();
-        let event = match std::mem::replace(&mut *step, Step::Done) {
+        let (driver, event) = match std::mem::replace(&mut *step, Step::Done) {
             Step::Done => {
                 return Err(match input {
                     Input::Send(_) => {
@@ -654,25 +670,25 @@ impl AsyncPullStep {
                     Input::Throw(err) => err,
                 });
             }
-            Step::Start => match input {
+            Step::Start(driver) => match input {
                 Input::Throw(err) => return Err(err),
                 Input::Send(value) if !value.is_none() => {
-                    *step = Step::Start;
+                    *step = Step::Start(driver);
                     return Err(PyTypeError::new_err(
                         "can't send non-None value to a just-started coroutine",
                     ));
                 }
                 Input::Send(_) => {
-                    if this.running.swap(true, Ordering::AcqRel) {
+                    if driver.get().running.swap(true, Ordering::AcqRel) {
                         return Err(PyRuntimeError::new_err(
                             "stream is already being iterated (concurrent __anext__ or \
                              re-entrant call)",
                         ));
                     }
-                    Event::Next
+                    (driver.into_bound(py), Event::Next)
                 }
             },
-            Step::Pulling(it, position) => {
+            Step::Pulling(driver, it, position) => {
                 let it = it.into_bound(py);
                 let sent = match input {
                     Input::Send(value) => send(&it, &value),
@@ -680,14 +696,14 @@ impl AsyncPullStep {
                 };
                 match sent {
                     Ok(Sent::Yield(value)) => {
-                        *step = Step::Pulling(it.unbind(), position);
+                        *step = Step::Pulling(driver, it.unbind(), position);
                         return Ok(Sent::Yield(value));
                     }
-                    Ok(Sent::Return(item)) => Event::Item(item, position),
-                    Err(err) => Event::Raised(err),
+                    Ok(Sent::Return(item)) => (driver.into_bound(py), Event::Item(item, position)),
+                    Err(err) => (driver.into_bound(py), Event::Raised(err)),
                 }
             }
-            Step::Handling(coroutine) => {
+            Step::Handling(driver, coroutine) => {
                 let coroutine = coroutine.into_bound(py);
                 let sent = match input {
                     Input::Send(value) => send(&coroutine, &value),
@@ -695,24 +711,31 @@ impl AsyncPullStep {
                 };
                 match sent {
                     Ok(Sent::Yield(value)) => {
-                        *step = Step::Handling(coroutine.unbind());
+                        *step = Step::Handling(driver, coroutine.unbind());
                         return Ok(Sent::Yield(value));
                     }
-                    Ok(Sent::Return(_)) => Event::Next,
+                    Ok(Sent::Return(_)) => (driver.into_bound(py), Event::Next),
                     Err(err) => {
-                        this.running.store(false, Ordering::Release);
+                        driver.get().running.store(false, Ordering::Release);
                         return Err(err);
                     }
                 }
             }
         };
-        match advance(driver, event) {
+        let this = driver.get();
+        match advance(&driver, event) {
             Action::Yield(next, value) => {
                 *step = next;
                 Ok(Sent::Yield(value))
             }
             Action::Deliver(out) => {
+                drop(step);
                 this.running.store(false, Ordering::Release);
+                if let Ok(mut st) = this.st(py) {
+                    if st.spare.is_none() {
+                        st.spare = Some(slf.clone().unbind());
+                    }
+                }
                 Ok(Sent::Return(out))
             }
             Action::Raise(err) => {
@@ -722,25 +745,52 @@ impl AsyncPullStep {
         }
     }
 
-    /// `close()`: a `GeneratorExit` thrown in where the pull waits, which must end it.
-    fn close_step(&self, py: Python<'_>) -> PyResult<()> {
+    /// Makes a finished awaitable a new pull of `driver`, if nothing but the caller (which
+    /// took it from the driver's spare) refers to it; `false` leaves it as it is.
+    fn restart(slf: &Bound<'_, Self>, driver: &Bound<'_, AsyncDriver>) -> bool {
+        // A count of one under the GIL: no other thread can take a reference meanwhile.
+        #[cfg(not(Py_GIL_DISABLED))]
         {
-            let Some(mut step) = try_lock(py, &self.step) else {
+            // SAFETY: the reference count of a live object, read on an attached thread.
+            #[allow(unsafe_code)]
+            let count = unsafe { ffi::Py_REFCNT(slf.as_ptr()) };
+            if count != 1 {
+                return false;
+            }
+            if let Some(mut step) = try_lock(driver.py(), &slf.get().step) {
+                if matches!(*step, Step::Done) {
+                    *step = Step::Start(driver.clone().unbind());
+                    return true;
+                }
+            }
+        }
+        #[cfg(Py_GIL_DISABLED)]
+        let _ = (slf, driver);
+        false
+    }
+
+    /// `close()`: a `GeneratorExit` thrown in where the pull waits, which must end it.
+    fn close_step(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        {
+            let Some(mut step) = try_lock(py, &slf.get().step) else {
                 return Err(PyValueError::new_err("coroutine already executing"));
             };
-            if matches!(*step, Step::Start | Step::Done) {
+            if matches!(*step, Step::Start(_) | Step::Done) {
                 *step = Step::Done;
                 return Ok(());
             }
         }
-        match self.resume(py, Input::Throw(PyGeneratorExit::new_err(()))) {
+        match Self::resume(slf, Input::Throw(PyGeneratorExit::new_err(()))) {
             Ok(Sent::Return(_)) => Ok(()),
             Ok(Sent::Yield(_)) => {
                 // It went on instead: end it anyway, as a coroutine's `close()` does.
-                let left =
-                    try_lock(py, &self.step).map(|mut s| std::mem::replace(&mut *s, Step::Done));
-                self.driver.get().running.store(false, Ordering::Release);
-                if let Some(Step::Handling(coroutine)) = left {
+                let left = try_lock(py, &slf.get().step)
+                    .map(|mut s| std::mem::replace(&mut *s, Step::Done));
+                if let Some(Step::Pulling(driver, ..) | Step::Handling(driver, _)) = &left {
+                    driver.get().running.store(false, Ordering::Release);
+                }
+                if let Some(Step::Handling(_, coroutine)) = left {
                     coroutine.bind(py).call_method0(pyo3::intern!(py, "close"))?;
                 }
                 Err(PyRuntimeError::new_err("coroutine ignored GeneratorExit"))
@@ -769,22 +819,21 @@ impl AsyncPullStep {
         slf
     }
 
-    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        yielded(self.resume(py, Input::Send(py.None().into_bound(py)))?)
+    fn __next__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        yielded(Self::resume(slf, Input::Send(slf.py().None().into_bound(slf.py())))?)
     }
 
     /// Resumes the pull with `value`; returns what it yields next, or raises `StopIteration`
     /// with the piece it returns.
     #[pyo3(signature = (value, /))]
-    fn send<'py>(&self, py: Python<'py>, value: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        yielded(self.resume(py, Input::Send(value))?)
+    fn send<'py>(slf: &Bound<'py, Self>, value: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        yielded(Self::resume(slf, Input::Send(value))?)
     }
 
     /// Raises `exc` where the pull waits (the upstream's awaitable, or the close in progress).
     #[pyo3(signature = (typ, val = None, tb = None, /))]
     fn throw<'py>(
-        &self,
-        py: Python<'py>,
+        slf: &Bound<'py, Self>,
         typ: &Bound<'py, PyAny>,
         val: Option<&Bound<'py, PyAny>>,
         tb: Option<&Bound<'py, PyAny>>,
@@ -808,25 +857,29 @@ impl AsyncPullStep {
             return Err(PyTypeError::new_err("exceptions must derive from BaseException"));
         }
         if let Some(tb) = tb.filter(|tb| !tb.is_none()) {
-            exc.call_method1(pyo3::intern!(py, "with_traceback"), (tb,))?;
+            exc.call_method1(pyo3::intern!(slf.py(), "with_traceback"), (tb,))?;
         }
         let err = PyErr::from_value(exc);
-        yielded(self.resume(py, Input::Throw(err))?)
+        yielded(Self::resume(slf, Input::Throw(err))?)
     }
 
     /// Ends the pull where it waits, as a coroutine's `close()` does.
-    fn close(&self, py: Python<'_>) -> PyResult<()> {
-        self.close_step(py)
+    fn close(slf: &Bound<'_, Self>) -> PyResult<()> {
+        Self::close_step(slf)
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        visit.call(&self.driver)?;
         // SAFETY: as in `AsyncDriver.__traverse__`.
         #[allow(unsafe_code)]
         let guard = unsafe { self.step.try_acquire() };
         if let Some(step) = guard {
-            if let Step::Pulling(obj, _) | Step::Handling(obj) = &*step {
-                visit.call(obj)?;
+            match &*step {
+                Step::Start(driver) => visit.call(driver)?,
+                Step::Pulling(driver, obj, _) | Step::Handling(driver, obj) => {
+                    visit.call(driver)?;
+                    visit.call(obj)?;
+                }
+                Step::Done => {}
             }
         }
         Ok(())
@@ -839,8 +892,8 @@ impl AsyncPullStep {
         let old = try_lock(py, &self.step).map(|mut s| std::mem::replace(&mut *s, Step::Done));
         // A pull cleared while suspended (its finalizer ran at an earlier suspension, and an
         // object resurrected it) frees the stream.
-        if matches!(old, Some(Step::Pulling(..) | Step::Handling(_))) {
-            self.driver.get().running.store(false, Ordering::Release);
+        if let Some(Step::Pulling(driver, ..) | Step::Handling(driver, _)) = &old {
+            driver.get().running.store(false, Ordering::Release);
         }
         drop(old);
     }
@@ -852,11 +905,12 @@ impl AsyncPullStep {
     /// policy for an upstream error). Nobody is left to tell of a failure but
     /// `sys.unraisablehook`. Not while the interpreter finalizes: the upstream's modules may be
     /// gone, and the event loop with them.
-    fn finalize(&self, py: Python<'_>) {
-        let suspended = try_lock(py, &self.step)
-            .is_some_and(|s| matches!(*s, Step::Pulling(..) | Step::Handling(_)));
+    fn finalize(slf: &Bound<'_, Self>) {
+        let py = slf.py();
+        let suspended = try_lock(py, &slf.get().step)
+            .is_some_and(|s| matches!(*s, Step::Pulling(..) | Step::Handling(..)));
         if suspended && !finalizing() {
-            if let Err(err) = self.close_step(py) {
+            if let Err(err) = Self::close_step(slf) {
                 err.write_unraisable(py, None);
             }
         }
@@ -898,7 +952,7 @@ unsafe extern "C" fn finalize(slf: *mut ffi::PyObject) {
         let py = Python::assume_attached();
         let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let slf = Bound::from_borrowed_ptr(py, slf).cast_into_unchecked::<AsyncPullStep>();
-            slf.get().finalize(py);
+            AsyncPullStep::finalize(&slf);
         }));
         if panicked.is_err() {
             PyRuntimeError::new_err("internal error in AsyncPullStep").write_unraisable(py, None);
@@ -954,7 +1008,7 @@ unsafe extern "C" fn am_send(
         };
         (
             py,
-            slf.get().resume(py, Input::Send(value)).map(|sent| match sent {
+            AsyncPullStep::resume(&slf, Input::Send(value)).map(|sent| match sent {
                 Sent::Yield(v) => (v.into_ptr(), ffi::PySendResult::PYGEN_NEXT),
                 Sent::Return(v) => (v.into_ptr(), ffi::PySendResult::PYGEN_RETURN),
             }),
