@@ -636,7 +636,7 @@ def test_a_stream_with_a_spare_awaitable_is_freed_when_dropped() -> None:
     # dropped stream goes at once, without the collector.
     async def main() -> None:
         up = FutureUpstream(["a", "b"])
-        s = awrap(up, ["zz"])  # type: ignore[call-overload]
+        s = awrap(up, ["zz"])  # type: ignore[arg-type]
         assert await s.__anext__() == "a"
         gone = weakref.ref(up)
         gc.disable()
