@@ -21,12 +21,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
 from stopstream._lifecycle import AsyncPull
-from stopstream._wrap import pull
+from stopstream._wrap import pull, stop_set
 
 if TYPE_CHECKING:
     from typing_extensions import Self
 
     from stopstream._core import Regex, Stop
+    from stopstream._core import _Stops as Stops
 
 JSON = dict[str, Any]
 Emit = tuple[JSON, JSON | None]
@@ -71,6 +72,12 @@ class Phases:
 
     _stops: tuple[str | Stop | Regex, ...]
     _phase: str  # open | draining | closing | ended
+
+    def __init__(self, stops: Stops, include_stop: bool | None, on_stop: OnStop) -> None:
+        self._set = stop_set(stops, include_stop)  # validates and compiles the stops once
+        self._stops = self._set.stops
+        self._on_stop = check_on_stop(on_stop)
+        self._phase = "open"
 
     @property
     def stops(self) -> tuple[str | Stop | Regex, ...]:

@@ -47,12 +47,10 @@ from stopstream._adapter import (
     OnStop,
     Phases,
     SyncAdapterStream,
-    check_on_stop,
     rebuild_from_sample,
     rebuild_model,
 )
 from stopstream._core import Regex, Stop, StopFilter
-from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:
     from stopstream._core import _Stops as Stops
@@ -95,9 +93,7 @@ class ResponsesMachine(Phases):
     def __init__(
         self, stops: Stops, include_stop: bool | None = None, on_stop: OnStop = "close"
     ) -> None:
-        self._set = stop_set(stops, include_stop)  # validates and compiles the stops once
-        self._stops = self._set.stops
-        self._on_stop = check_on_stop(on_stop)
+        super().__init__(stops, include_stop, on_stop)
         self._parts: dict[PartKey, _Part] = {}  # open text parts
         self._items: dict[Any, JSON] = {}  # output_index -> item as added
         self._item_parts: dict[Any, dict[Any, JSON]] = {}  # output_index -> finished parts
@@ -106,7 +102,6 @@ class ResponsesMachine(Phases):
         self._response: JSON = {}  # the latest response snapshot
         self._seq = -1  # the last sequence number emitted
         self._numbered = False  # the upstream numbers its events
-        self._phase = "open"  # open | draining | closing | ended
         self._stopped_at: tuple[PartKey, JSON] | None = None  # the stop's part and its item
         self.stop_sequences: dict[PartKey, str | None] = {}
         self.stopped = False

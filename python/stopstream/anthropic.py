@@ -45,12 +45,10 @@ from stopstream._adapter import (
     OnStop,
     Phases,
     SyncAdapterStream,
-    check_on_stop,
     rebuild_from_sample,
     rebuild_model,
 )
 from stopstream._core import Regex, Stop, StopFilter, _feed_unless_stop
-from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:
     from stopstream._core import _Stops as Stops
@@ -77,13 +75,10 @@ class MessagesMachine(Phases):
     def __init__(
         self, stops: Stops, include_stop: bool | None = None, on_stop: OnStop = "close"
     ) -> None:
-        self._set = stop_set(stops, include_stop)  # validates and compiles the stops once
-        self._stops = self._set.stops
-        self._on_stop = check_on_stop(on_stop)
+        super().__init__(stops, include_stop, on_stop)
         self._kinds: dict[Any, Any] = {}  # block index -> content block type
         self._filters: dict[Any, StopFilter] = {}  # open text blocks
         self._usage: JSON = {}  # the latest usage reported, merged
-        self._phase = "open"  # open | draining | closing | ended
         self.stopped = False
         self.stop_reason: str | None = None
         self.stop_sequence: str | None = None

@@ -53,10 +53,8 @@ from stopstream._adapter import (
     OnStop,
     Phases,
     SyncAdapterStream,
-    check_on_stop,
 )
 from stopstream._core import StopFilter
-from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:
     from stopstream._core import _Stops as Stops
@@ -94,9 +92,7 @@ class GeminiMachine(Phases):
         on_stop: OnStop = "close",
         candidate_count: int | None = None,
     ) -> None:
-        self._set = stop_set(stops, include_stop)  # validates and compiles the stops once
-        self._stops = self._set.stops
-        self._on_stop = check_on_stop(on_stop)
+        super().__init__(stops, include_stop, on_stop)
         if candidate_count is not None and (
             isinstance(candidate_count, bool)
             or not isinstance(candidate_count, int)
@@ -112,7 +108,6 @@ class GeminiMachine(Phases):
         self.stop_indices: dict[int, int | None] = {}
         self.finish_reasons: dict[int, str | None] = {}
         self._drained: JSON | None = None  # the latest chunk read while draining
-        self._phase = "open"  # open | draining | closing | ended
         self.stopped = False  # every candidate stopped or finished, and a stop fired
 
     @property

@@ -59,11 +59,9 @@ from stopstream._adapter import (
     Phases,
     SyncAdapterStream,
     as_json,
-    check_on_stop,
 )
 from stopstream._core import StopFilter, _feed_unless_stop
 from stopstream._responses import AsyncResponsesStopStream, ResponsesMachine, ResponsesStopStream
-from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:
     from stopstream._core import _Stops as Stops
@@ -96,9 +94,7 @@ class ChatMachine(Phases):
         on_stop: OnStop = "close",
         n: int | None = None,
     ) -> None:
-        self._set = stop_set(stops, include_stop)  # validates and compiles the stops once
-        self._stops = self._set.stops
-        self._on_stop = check_on_stop(on_stop)
+        super().__init__(stops, include_stop, on_stop)
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
             raise ValueError(f"n must be a positive int or None, not {n!r}")
         self._n = n
@@ -115,7 +111,6 @@ class ChatMachine(Phases):
         # SDK object or the chunk's JSON bytes.
         self._template: object = None
         self._drained: JSON | None = None  # the latest usage chunk read while draining
-        self._phase = "open"  # open | draining | closing | ended
         self.stopped = False  # every choice stopped or finished, and a stop fired
 
     @property
