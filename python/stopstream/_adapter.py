@@ -291,10 +291,8 @@ class ModelDriver:
 # --- what the streams report -------------------------------------------------------------------
 
 
-class IndexedResult:
-    """What a stream of indexed text streams reports (OpenAI choices, Gemini candidates), read
-    from its machine, which keeps per index ``stop_sequences``, ``stop_indices``,
-    ``finish_reasons`` and ``pending``."""
+class Result:
+    """What every adapter stream reports, read from its machine (``_machine``)."""
 
     __slots__ = ()
     _machine: Any
@@ -302,6 +300,45 @@ class IndexedResult:
     @property
     def stops(self) -> tuple[str | Stop | Regex, ...]:
         return self._machine.stops  # type: ignore[no-any-return]
+
+
+class SingleResult(Result):
+    """What a stream of one text reports (an Anthropic message, a Responses response), read
+    from its machine, which keeps ``stopped``, ``stop_sequence``, ``stop_index`` and
+    ``complete``."""
+
+    __slots__ = ()
+
+    @property
+    def stopped(self) -> bool:
+        """A stop fired here."""
+        return bool(self._machine.stopped)
+
+    @property
+    def stop_sequence(self) -> str | None:
+        """The stop that ended the text: fired here, or one the upstream applied and named (an
+        Anthropic message's ``stop_sequence``); ``None`` otherwise."""
+        return self._machine.stop_sequence  # type: ignore[no-any-return]
+
+    @property
+    def stop_index(self) -> int | None:
+        """The position of ``stop_sequence`` in ``stops``, or ``None``."""
+        return self._machine.stop_index  # type: ignore[no-any-return]
+
+    @property
+    def complete(self) -> bool:
+        """The stream ended: its terminal event arrived (``message_stop``, a Responses
+        terminal event), or a stop fired here. ``False`` while it runs and when the upstream
+        ended or failed without one (a dropped stream)."""
+        return bool(self._machine.complete)
+
+
+class IndexedResult(Result):
+    """What a stream of indexed text streams reports (OpenAI choices, Gemini candidates), read
+    from its machine, which keeps per index ``stop_sequences``, ``stop_indices``,
+    ``finish_reasons`` and ``pending``."""
+
+    __slots__ = ()
 
     @property
     def stop_sequences(self) -> dict[int, str | None]:

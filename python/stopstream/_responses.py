@@ -46,11 +46,12 @@ from stopstream._adapter import (
     ModelDriver,
     OnStop,
     Phases,
+    SingleResult,
     SyncAdapterStream,
     rebuild_from_sample,
     rebuild_model,
 )
-from stopstream._core import Regex, Stop, StopFilter
+from stopstream._core import StopFilter
 
 if TYPE_CHECKING:
     from stopstream._core import _Stops as Stops
@@ -377,43 +378,16 @@ def rebuild(value: JSON, sample: object, view: JSON | None) -> object:
     return rebuild_model(cls, value)
 
 
-class ResponsesResult:
+class ResponsesResult(SingleResult):
     """What the Responses stream classes report, read from their machine."""
 
     __slots__ = ()
     _machine: ResponsesMachine
 
     @property
-    def stops(self) -> tuple[str | Stop | Regex, ...]:
-        return self._machine.stops
-
-    @property
-    def stopped(self) -> bool:
-        """A stop fired here."""
-        return self._machine.stopped
-
-    @property
-    def stop_sequence(self) -> str | None:
-        """The stop that ended the response, or ``None``."""
-        return self._machine.stop_sequence
-
-    @property
-    def stop_index(self) -> int | None:
-        """The position of ``stop_sequence`` in ``stops``, or ``None``."""
-        return self._machine.stop_index
-
-    @property
     def stop_sequences(self) -> dict[PartKey, str | None]:
         """Per text part seen, ``(output_index, content_index)``: the stop that ended it."""
         return dict(self._machine.stop_sequences)
-
-    @property
-    def complete(self) -> bool:
-        """The response ended: a terminal event arrived, or a stop fired here.
-
-        ``False`` while the stream runs and when the upstream ended or failed without one.
-        """
-        return self._machine.complete
 
     @property
     def status(self) -> str | None:

@@ -44,11 +44,12 @@ from stopstream._adapter import (
     ModelDriver,
     OnStop,
     Phases,
+    SingleResult,
     SyncAdapterStream,
     rebuild_from_sample,
     rebuild_model,
 )
-from stopstream._core import Regex, Stop, StopFilter, _feed_unless_stop
+from stopstream._core import StopFilter, _feed_unless_stop
 
 if TYPE_CHECKING:
     from stopstream._core import _Stops as Stops
@@ -320,40 +321,16 @@ class _MessagesDriver(ModelDriver):
         return emitted
 
 
-class _MessagesResult:
+class _MessagesResult(SingleResult):
     """What the messages stream classes report, read from their machine."""
 
     __slots__ = ()
     _machine: MessagesMachine
 
     @property
-    def stops(self) -> tuple[str | Stop | Regex, ...]:
-        return self._machine.stops
-
-    @property
-    def stopped(self) -> bool:
-        """A stop fired here."""
-        return self._machine.stopped
-
-    @property
     def stop_reason(self) -> str | None:
         """The message's ``stop_reason`` as sent to the client (``None`` until known)."""
         return self._machine.stop_reason
-
-    @property
-    def stop_sequence(self) -> str | None:
-        """The stop that ended the message: fired here, or reported by the upstream."""
-        return self._machine.stop_sequence
-
-    @property
-    def stop_index(self) -> int | None:
-        """The position of ``stop_sequence`` in ``stops``, or ``None``."""
-        return self._machine.stop_index
-
-    @property
-    def complete(self) -> bool:
-        """``message_stop`` arrived or a stop fired: ``False`` for a dropped stream."""
-        return self._machine.complete
 
     @property
     def pending(self) -> str:
