@@ -63,15 +63,24 @@
 //!
 //! # Construction
 //!
-//! The trie is built level by level from the stops in sorted order (the children of a state
-//! get consecutive numbers, so there is no per-state allocation), and laid out in one
-//! breadth-first pass in which a failure link is one load from a dense row. Compiling 10,000
-//! fresh stops (shaped like `benches/corpus.py`'s generated ones) then took 6 ms of CPU time
-//! in the example (median of 5), and `benches/compare.py`'s figure from Python went from 29.4
-//! to 10.3 ms (medians, wall time on the loaded machine); the previous build kept a `Vec` of
-//! edges per state and found failure links by walking them. Compiling 100,000 stops peaks at
-//! 1.23x the heap the finished automaton keeps (26.2 against 21.3 MiB; previously 81 MiB,
-//! 3.4x).
+//! The trie is built in two passes over the stops in sorted order (each state numbered within
+//! its depth, the children of a state consecutive, no per-state allocation), and laid out in
+//! one breadth-first pass in which a failure link is one load from a dense row; the sparse
+//! states' arrays are then maps over the trie's. Compiling 10,000 fresh stops (shaped like
+//! `benches/corpus.py`'s generated ones) takes 25.5M instructions (callgrind on
+//! `rust/examples/compile.rs`), 3.5 ms in `rust/examples/throughput.rs` (median of 5); the
+//! previous build, the trie made level by level after a sort with a comparator on every pair
+//! and the sparse arrays pushed to state by state, took 43.0M and 5.2-5.4 ms in the same runs.
+//! (Before that, a `Vec` of edges per state, with failure links found by walking them, took
+//! `benches/compare.py`'s figure from Python to 29.4 ms; that build brought it to 10.3 ms on
+//! the loaded machine.) Compiling 100,000 stops peaks at 1.23x the heap the finished automaton
+//! keeps (26.2 against 21.3 MiB; 81 MiB, 3.4x, with the `Vec` of edges).
+//!
+//! What remains is mostly memory the kernel has not handed out yet: a compiled set is kept
+//! (by the set cache, from Python), so each fresh one lands on new pages, some 1,800 faults for
+//! 10,000 stops, which on the 2-core virtual machine cost about 3.5 us each, more than the
+//! work itself when no freed memory is at hand. The dense table is 1,024 of those pages; only
+//! a smaller [`DENSE_BUDGET`] would save them, at the scan cost given there.
 //!
 //! # Representation
 //!
