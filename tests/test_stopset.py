@@ -123,6 +123,26 @@ def test_filters_report_the_sets_options_and_stops() -> None:
     assert stream.include_stop is True
 
 
+@pytest.mark.parametrize("kind", [list, tuple])
+@pytest.mark.parametrize("where", [0, 2, -1])
+def test_a_list_differing_from_a_recent_one_in_one_stop_is_its_own(
+    kind: Callable[[list[str]], Any], where: int
+) -> None:
+    # Recently used lists are compared with a new one last stop first, then in full: a
+    # difference anywhere must tell them apart, and an equal list must still match.
+    base = [f"<stop{i}>" for i in range(5)]
+    assert stopstream.StopFilter(kind(base)).stops == tuple(base)
+    changed = list(base)
+    changed[where] = "<other>"
+    f = stopstream.StopFilter(kind(changed))
+    assert f.stops == tuple(changed)
+    assert f.feed(f"a{base[where]}b<other>c") == f"a{base[where]}b"
+    assert f.stop_sequence == "<other>"
+    again = stopstream.StopFilter(kind(list(base)))
+    assert again.stops == tuple(base)
+    assert again.feed(f"a{base[where]}b") == "a"
+
+
 def test_include_stop_none_rejected_by_the_native_classes() -> None:
     s = stopstream.StopSet("a")
     makers: list[Callable[..., object]] = [

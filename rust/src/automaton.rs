@@ -63,15 +63,24 @@
 //!
 //! # Construction
 //!
-//! The trie is built level by level from the stops in sorted order (the children of a state
-//! get consecutive numbers, so there is no per-state allocation), and laid out in one
-//! breadth-first pass in which a failure link is one load from a dense row. Compiling 10,000
-//! fresh stops (shaped like `benches/corpus.py`'s generated ones) then took 6 ms of CPU time
-//! in the example (median of 5), and `benches/compare.py`'s figure from Python went from 29.4
-//! to 10.3 ms (medians, wall time on the loaded machine); the previous build kept a `Vec` of
-//! edges per state and found failure links by walking them. Compiling 100,000 stops peaks at
-//! 1.23x the heap the finished automaton keeps (26.2 against 21.3 MiB; previously 81 MiB,
-//! 3.4x).
+//! The trie is built in two passes over the stops in sorted order (each state numbered within
+//! its depth, the children of a state consecutive, no per-state allocation), and laid out in
+//! one breadth-first pass in which a failure link is one load from a dense row; the sparse
+//! states' arrays are then maps over the trie's. Compiling 10,000 fresh stops (shaped like
+//! `benches/corpus.py`'s generated ones) takes 25.5M instructions (callgrind on
+//! `rust/examples/compile.rs`), 3.5 ms in `rust/examples/throughput.rs` (median of 5); the
+//! previous build, the trie made level by level after a sort with a comparator on every pair
+//! and the sparse arrays pushed to state by state, took 43.0M and 5.2-5.4 ms in the same runs.
+//! (Before that, a `Vec` of edges per state, with failure links found by walking them, took
+//! `benches/compare.py`'s figure from Python to 29.4 ms; that build brought it to 10.3 ms on
+//! the loaded machine.) Compiling 100,000 stops peaks at 1.23x the heap the finished automaton
+//! keeps (26.2 against 21.3 MiB; 81 MiB, 3.4x, with the `Vec` of edges).
+//!
+//! What remains is mostly memory the kernel has not handed out yet: a compiled set is kept
+//! (by the set cache, from Python), so each fresh one lands on new pages, some 1,800 faults for
+//! 10,000 stops, which on the 2-core virtual machine cost about 3.5 us each, more than the
+//! work itself when no freed memory is at hand. The dense table is 1,024 of those pages; only
+//! a smaller [`DENSE_BUDGET`] would save them, at the scan cost given there.
 //!
 //! # Representation
 //!
@@ -178,11 +187,17 @@ impl fmt::Debug for Automaton {
 
 /// The trie, numbered breadth-first (by depth, then by string), before it is laid out.
 ///
-/// Built level by level from the stops in sorted order: the distinct prefixes of length `d`
-/// are then runs of consecutive stops, and the children of each state get consecutive numbers,
-/// so the trie needs no per-state allocation (the previous build, a `Vec` of edges per state
-/// with failure links found by walking them, spent most of its time allocating and chasing
-/// pointers).
+/// Built from the stops in sorted order, where the distinct prefixes of length `d` are runs of
+/// consecutive stops: a stop adds one state per byte past its common prefix with the previous
+/// stop, and the state a stop adds at depth `d` takes the next free number of that depth, whose
+/// range is known from a first pass that counts the states of each depth. So the trie is made
+/// in two passes over the sorted stops, with no per-state allocation, and the children of a
+/// state get consecutive numbers. Measured with callgrind on `rust/examples/compile.rs` and
+/// 10,000 of `benches/corpus.py`'s generated stops: building it level by level instead, a pass
+/// per depth over the stops still that long, cost 15.6M instructions against 6.7M for this,
+/// not counting the sort (4.0M with a comparator on every pair, 1.9M for integer keys). A
+/// `Vec` of edges per state, before that, spent most of its time allocating and chasing
+/// pointers.
 struct Trie {
     /// Per state: the byte of the edge into it.
     byte: Vec<u8>,
@@ -197,100 +212,94 @@ struct Trie {
 
 impl Trie {
     fn new(patterns: &[Box<[u8]>]) -> Trie {
-        // Sort by an 8-byte prefix first (most comparisons end there), then by the whole stop
-        // and its position; then copy the stops, in that order, into one buffer that each
-        // level below reads front to back.
+        // Sort by an 8-byte prefix packed with the position (plain integers, no comparator),
+        // then order each run of stops that share the prefix by the whole stop and position
+        // (3,832 of the 10,000 generated stops are in such runs, of 2.5 on average).
         let key = |p: &[u8]| {
             let mut k = [0u8; 8];
             let m = p.len().min(8);
             k[..m].copy_from_slice(&p[..m]);
             u64::from_be_bytes(k)
         };
-        let mut keyed: Vec<(u64, u32)> =
-            patterns.iter().enumerate().map(|(i, p)| (key(p), to_u32(i))).collect();
-        keyed.sort_unstable_by(|a, b| {
-            a.0.cmp(&b.0)
-                .then_with(|| patterns[a.1 as usize].cmp(&patterns[b.1 as usize]))
-                .then(a.1.cmp(&b.1))
-        });
-        let sorted: Vec<u32> = keyed.iter().map(|&(_, i)| i).collect();
-        drop(keyed);
-        let mut flat = Vec::with_capacity(patterns.iter().map(|p| p.len()).sum());
-        let mut ends = Vec::with_capacity(sorted.len() + 1);
-        ends.push(0usize);
-        for &i in &sorted {
-            flat.extend_from_slice(&patterns[i as usize]);
-            ends.push(flat.len());
-        }
-        let pat = |k: usize| &flat[ends[k]..ends[k + 1]];
-        // Common prefix length of each stop with the previous one in sorted order.
-        let lcp: Vec<u32> = (0..sorted.len())
-            .map(|k| {
-                if k == 0 {
-                    return 0;
-                }
-                let (x, y) = (pat(k - 1), pat(k));
-                to_u32(x.iter().zip(y).take_while(|(a, b)| a == b).count())
-            })
+        let mut keyed: Vec<u128> = patterns
+            .iter()
+            .enumerate()
+            .map(|(i, p)| u128::from(key(p)) << 64 | i as u128)
             .collect();
-        // Each stop adds one state per byte past its common prefix with the previous one.
-        let n = 1 + (0..sorted.len()).map(|k| pat(k).len() - lcp[k] as usize).sum::<usize>();
-        let mut trie = Trie {
-            byte: Vec::with_capacity(n),
-            first_child: Vec::with_capacity(n + 1),
-            depth: Vec::with_capacity(n),
-            prefix_of: Vec::with_capacity(n),
-            terminal: Vec::with_capacity(n),
-        };
-        trie.push(0, 0, NONE);
-        // The stops at least `level` bytes long (sorted positions), and the state each has reached.
-        let mut active: Vec<u32> = (0..to_u32(sorted.len())).collect();
-        let mut cur = vec![0u32; sorted.len()];
-        let mut level = 1usize;
-        while !active.is_empty() {
-            let mut prev: Option<usize> = None;
-            let mut id = 0u32;
-            let mut kept = 0;
-            for j in 0..active.len() {
-                let k = active[j] as usize;
-                let p = pat(k);
-                // A new prefix of length `level` unless the previous stop in sorted order shares it
-                // (a stop between two that share it would share it too).
-                if prev.is_none_or(|q| q + 1 != k || (lcp[k] as usize) < level) {
-                    let parent = cur[k] as usize;
-                    id = to_u32(trie.byte.len());
-                    while trie.first_child.len() <= parent {
-                        trie.first_child.push(id);
-                    }
-                    trie.push(p[level - 1], to_u32(level), sorted[k]);
-                }
-                cur[k] = id;
-                if p.len() == level {
-                    let slot = &mut trie.terminal[id as usize];
-                    if *slot == NONE {
-                        *slot = sorted[k]; // first listed wins among duplicates
-                    }
-                } else {
-                    active[kept] = to_u32(k);
-                    kept += 1;
-                }
-                prev = Some(k);
+        keyed.sort_unstable();
+        let mut sorted: Vec<u32> = keyed.iter().map(|&k| k as u32).collect();
+        let mut a = 0;
+        while a < keyed.len() {
+            let prefix = keyed[a] >> 64;
+            let b = a + keyed[a..].iter().take_while(|&&k| k >> 64 == prefix).count();
+            if b - a > 1 {
+                sorted[a..b].sort_unstable_by(|&x, &y| {
+                    patterns[x as usize].cmp(&patterns[y as usize]).then(x.cmp(&y))
+                });
             }
-            active.truncate(kept);
-            level += 1;
+            a = b;
         }
-        debug_assert_eq!(trie.byte.len(), n);
-        while trie.first_child.len() <= n {
-            trie.first_child.push(to_u32(n));
+        drop(keyed);
+        let max_len = patterns.iter().map(|p| p.len()).max().unwrap_or(0);
+        // First pass: each stop's common prefix length with the previous one, and the number of
+        // states of each depth (a stop adds one at each depth in `lcp + 1..=len`, counted as a
+        // difference: +1 at `lcp + 1`, -1 at `len + 1`).
+        let mut lcp = Vec::with_capacity(sorted.len());
+        let mut diff = vec![0isize; max_len + 2];
+        let mut prev: &[u8] = &[];
+        for &i in &sorted {
+            let p = &*patterns[i as usize];
+            let l = prev.iter().zip(p).take_while(|(a, b)| a == b).count();
+            lcp.push(to_u32(l));
+            diff[l + 1] += 1;
+            diff[p.len() + 1] -= 1;
+            prev = p;
         }
-        trie
-    }
-
-    fn push(&mut self, byte: u8, depth: u32, prefix_of: u32) {
-        self.byte.push(byte);
-        self.depth.push(depth);
-        self.prefix_of.push(prefix_of);
-        self.terminal.push(NONE);
+        // `next[d]`: the next free number at depth `d` (the root is state 0).
+        let mut next = vec![0u32; max_len + 1];
+        let mut n = 1usize;
+        let mut at_depth = 0isize;
+        for d in 1..=max_len {
+            at_depth += diff[d];
+            next[d] = to_u32(n);
+            n += at_depth.unsigned_abs();
+        }
+        drop(diff);
+        let mut depth = vec![0u32; n];
+        for d in 1..=max_len {
+            let end = if d < max_len { next[d + 1] as usize } else { n };
+            depth[next[d] as usize..end].fill(to_u32(d));
+        }
+        // Second pass: the states. `path[d]` is the state at depth `d` of the stop at hand
+        // (shared with the previous stop up to their common prefix). `first_child[s + 1]`
+        // counts the children of `s` first, then becomes a running sum.
+        let mut byte = vec![0u8; n];
+        let mut prefix_of = vec![0u32; n];
+        let mut terminal = vec![NONE; n];
+        let mut first_child = vec![0u32; n + 1];
+        let mut path = vec![0u32; max_len + 1];
+        for (&i, &l) in sorted.iter().zip(&lcp) {
+            let p = &*patterns[i as usize];
+            let mut parent = path[l as usize];
+            for d in l as usize + 1..=p.len() {
+                let id = next[d];
+                next[d] += 1;
+                byte[id as usize] = p[d - 1];
+                prefix_of[id as usize] = i;
+                first_child[parent as usize + 1] += 1;
+                path[d] = id;
+                parent = id;
+            }
+            let slot = &mut terminal[path[p.len()] as usize];
+            if *slot == NONE {
+                *slot = i; // first listed wins among duplicates
+            }
+        }
+        first_child[0] = 1;
+        for s in 1..=n {
+            first_child[s] += first_child[s - 1];
+        }
+        Trie { byte, first_child, depth, prefix_of, terminal }
     }
 }
 
@@ -375,12 +384,9 @@ impl Automaton {
             byte: &byte,
             first_child: &first_child,
         };
-        let mut edge_start = Vec::with_capacity(n - dense + 1);
-        let mut edge_byte = Vec::with_capacity(n - dense);
-        let mut edge_target = Vec::with_capacity(n - dense);
-        let mut sparse_fail = Vec::with_capacity(n - dense);
         let encode = |i: usize, out: &[u32]| -> u32 {
-            let id = if i < dense { to_u32(i << shift) } else { SPARSE | to_u32(i - dense) };
+            // State numbers fit in `ID_MASK` (`MAX_TOTAL_LEN` bounds them).
+            let id = if i < dense { (i << shift) as u32 } else { SPARSE | (i - dense) as u32 };
             id | if out[i] == NONE { 0 } else { MATCH_BIT }
         };
         for i in 0..n {
@@ -388,7 +394,7 @@ impl Automaton {
             for c in kids.clone() {
                 let b = byte[c];
                 let f = if i == 0 { 0 } else { layout.delta(&fail, fail[i] as usize, b) };
-                fail[c] = to_u32(f);
+                fail[c] = f as u32;
                 if out[c] == NONE {
                     out[c] = out[f];
                 }
@@ -403,16 +409,18 @@ impl Automaton {
                 for c in kids {
                     layout.table[i * stride + classes[byte[c] as usize] as usize] = encode(c, &out);
                 }
-            } else {
-                edge_start.push(to_u32(edge_byte.len()));
-                for c in kids {
-                    edge_byte.push(byte[c]);
-                    edge_target.push(encode(c, &out));
-                }
-                sparse_fail.push(encode(fail[i] as usize, &out) & !MATCH_BIT);
             }
         }
-        edge_start.push(to_u32(edge_byte.len()));
+        // The sparse states' edges are their trie edges, which breadth-first numbering makes
+        // one run of states (`first_child[dense]..n`): each array is a map over a range,
+        // made once with its exact length, not pushed to state by state in the loop above
+        // (with the casts above, a build of 10,000 stops went from 31.2M to 25.5M instructions).
+        let base = first_child[dense];
+        let edge_start: Vec<u32> = first_child[dense..].iter().map(|&c| c - base).collect();
+        let edge_byte = byte[base as usize..].to_vec();
+        let edge_target: Vec<u32> = (base as usize..n).map(|c| encode(c, &out)).collect();
+        let sparse_fail: Vec<u32> =
+            fail[dense..].iter().map(|&f| encode(f as usize, &out) & !MATCH_BIT).collect();
         let table = layout.table;
         drop(fail);
         drop(byte);
@@ -727,6 +735,53 @@ mod tests {
                 let a = build(stops, budget);
                 assert_eq!(first_stop(&a, text), *want, "{stops:?} {text:?} budget {budget}");
             }
+        }
+    }
+
+    /// The first stop to end in `text`: earliest end, then longest, then first listed.
+    fn naive(stops: &[&[u8]], text: &[u8]) -> Option<(usize, usize)> {
+        (1..=text.len()).find_map(|end| {
+            let ends_here = |s: &[u8]| text[..end].ends_with(s);
+            let best = stops.iter().filter(|s| ends_here(s)).map(|s| s.len()).max()?;
+            Some((stops.iter().position(|s| ends_here(s) && s.len() == best)?, end))
+        })
+    }
+
+    #[test]
+    fn stops_sharing_the_sort_key_are_ordered_in_full() {
+        // Equal first 8 bytes (the sort key), keys padded with NUL like a shorter stop, and
+        // duplicates in either order.
+        let stops: &[&[u8]] = &[
+            b"</section-b>",
+            b"</section-a>",
+            b"</section-ab>",
+            b"</section",
+            b"</sectio",
+            b"a\0\0",
+            b"a",
+            b"a\0",
+            b"</section-a>",
+            b"a\0",
+        ];
+        let pats: Vec<Box<[u8]>> = stops.iter().map(|&s| s.into()).collect();
+        let prefixes: std::collections::HashSet<&[u8]> =
+            stops.iter().flat_map(|s| (0..=s.len()).map(|m| &s[..m])).collect();
+        for budget in [DENSE_BUDGET, 1] {
+            let a = Automaton::with_budget(pats.clone(), budget);
+            // One state per distinct prefix: out-of-order stops would add a prefix twice.
+            assert_eq!(a.state_count(), prefixes.len());
+            for x in stops {
+                for y in stops {
+                    let text = [b"x".as_slice(), x, y].concat();
+                    let got = match a.scan(Automaton::START, &text) {
+                        Step::Stop(h) => Some((h.pattern, h.end)),
+                        Step::Continue(_) => None,
+                    };
+                    assert_eq!(got, naive(stops, &text), "{text:?} budget {budget}");
+                }
+            }
+            let Step::Continue(s) = a.scan(Automaton::START, b"x</secti") else { panic!() };
+            assert_eq!(a.held(s), b"</secti");
         }
     }
 
