@@ -14,7 +14,7 @@ import gc
 import types
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import given, settings
@@ -645,6 +645,52 @@ def test_a_stream_with_a_spare_awaitable_is_freed_when_dropped() -> None:
             assert gone() is None
         finally:
             gc.enable()
+
+    run(main())
+
+
+class Resurrector:
+    """Part of a cycle with a stream; its finalizer brings the cycle back."""
+
+    saved: ClassVar[list[Resurrector]] = []
+    stream: Any = None
+    upstream: Any = None
+
+    def __del__(self) -> None:
+        Resurrector.saved.append(self)
+
+
+def test_a_spare_finalized_by_the_collector_is_not_served_again() -> None:
+    # The collector runs the finalizer of every object of an unreachable cycle once, the
+    # driver's spare included; a finalizer elsewhere in the cycle may then bring it all back.
+    # An awaitable handed out after that would never be finalized again: dropped while
+    # suspended, it would leave the upstream open and the stream running for good.
+    async def main() -> None:
+        gate = Gate()
+        s = awrap(gate, ["zz"])
+        aw = step(s.__anext__())
+        aw.send(None)
+        gate.waiting[0].set_result("a")
+        with pytest.raises(StopIteration) as done:
+            aw.send(None)
+        assert done.value.value == "a"
+        del aw, done
+        keeper = Resurrector()
+        keeper.stream, keeper.upstream = s, gate
+        gate.keeper = keeper  # type: ignore[attr-defined]  # s -> gate -> keeper -> s
+        del s, gate, keeper
+        gc.collect()
+        keeper = Resurrector.saved.pop()
+        s, gate = keeper.stream, keeper.upstream
+        pull = s.__anext__()
+        assert not gc.is_finalized(pull)
+        aw = step(pull)
+        aw.send(None)
+        del pull, aw
+        gc.collect()
+        assert gate.closed == 1
+        assert not s._running
+        del gate.keeper
 
     run(main())
 
