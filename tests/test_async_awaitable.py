@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import tracemalloc
 import types
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
@@ -625,7 +626,18 @@ def test_a_finished_awaitable_is_served_again_only_when_nobody_holds_it() -> Non
             await held
         spare = id(fresh)  # the driver keeps it alive: the address stays its own
         del fresh
-        assert id(s.__anext__()) == spare  # served again, then dropped unawaited at once
+        # An address alone cannot tell it from a new object the allocator put where the spare
+        # was freed; a new object is one tracemalloc saw allocated.
+        tracemalloc.start()
+        try:
+            served = s.__anext__()
+            assert id(served) == spare
+            assert tracemalloc.get_object_traceback(served) is None
+            new = s.__anext__()  # the spare is out: a new object
+            assert tracemalloc.get_object_traceback(new) is not None
+        finally:
+            tracemalloc.stop()
+        del served, new  # dropped unawaited
         assert [p async for p in s] == ["c", "d", "e"]
 
     run(main())
