@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import tracemalloc
 import types
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import given, settings
@@ -623,9 +624,20 @@ def test_a_finished_awaitable_is_served_again_only_when_nobody_holds_it() -> Non
         assert await fresh == "b"
         with pytest.raises(RuntimeError, match="cannot reuse already awaited"):
             await held
+        spare = id(fresh)  # the driver keeps it alive: the address stays its own
         del fresh
-        served = {id(s.__anext__()) for _ in range(3)}  # each dropped unawaited at once
-        assert len(served) == 1
+        # An address alone cannot tell it from a new object the allocator put where the spare
+        # was freed; a new object is one tracemalloc saw allocated.
+        tracemalloc.start()
+        try:
+            served = s.__anext__()
+            assert id(served) == spare
+            assert tracemalloc.get_object_traceback(served) is None
+            new = s.__anext__()  # the spare is out: a new object
+            assert tracemalloc.get_object_traceback(new) is not None
+        finally:
+            tracemalloc.stop()
+        del served, new  # dropped unawaited
         assert [p async for p in s] == ["c", "d", "e"]
 
     run(main())
@@ -645,6 +657,52 @@ def test_a_stream_with_a_spare_awaitable_is_freed_when_dropped() -> None:
             assert gone() is None
         finally:
             gc.enable()
+
+    run(main())
+
+
+class Resurrector:
+    """Part of a cycle with a stream; its finalizer brings the cycle back."""
+
+    saved: ClassVar[list[Resurrector]] = []
+    stream: Any = None
+    upstream: Any = None
+
+    def __del__(self) -> None:
+        Resurrector.saved.append(self)
+
+
+def test_a_spare_finalized_by_the_collector_is_not_served_again() -> None:
+    # The collector runs the finalizer of every object of an unreachable cycle once, the
+    # driver's spare included; a finalizer elsewhere in the cycle may then bring it all back.
+    # An awaitable handed out after that would never be finalized again: dropped while
+    # suspended, it would leave the upstream open and the stream running for good.
+    async def main() -> None:
+        gate = Gate()
+        s = awrap(gate, ["zz"])
+        aw = step(s.__anext__())
+        aw.send(None)
+        gate.waiting[0].set_result("a")
+        with pytest.raises(StopIteration) as done:
+            aw.send(None)
+        assert done.value.value == "a"
+        del aw, done
+        keeper = Resurrector()
+        keeper.stream, keeper.upstream = s, gate
+        gate.keeper = keeper  # type: ignore[attr-defined]  # s -> gate -> keeper -> s
+        del s, gate, keeper
+        gc.collect()
+        keeper = Resurrector.saved.pop()
+        s, gate = keeper.stream, keeper.upstream
+        pull = s.__anext__()
+        assert not gc.is_finalized(pull)
+        aw = step(pull)
+        aw.send(None)
+        del pull, aw
+        gc.collect()
+        assert gate.closed == 1
+        assert not s._running
+        del gate.keeper
 
     run(main())
 

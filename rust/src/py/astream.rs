@@ -746,15 +746,24 @@ impl AsyncPullStep {
     }
 
     /// Makes a finished awaitable a new pull of `driver`, if nothing but the caller (which
-    /// took it from the driver's spare) refers to it; `false` leaves it as it is.
+    /// took it from the driver's spare) refers to it and it was never finalized; `false`
+    /// leaves it as it is.
+    ///
+    /// The collector finalizes every object of an unreachable cycle, the spare included, and a
+    /// finalizer in the cycle may bring it all back: CPython finalizes an object once, so a
+    /// pull served from that spare and dropped while suspended would not end (the upstream
+    /// left open, the stream running for good).
     fn restart(slf: &Bound<'_, Self>, driver: &Bound<'_, AsyncDriver>) -> bool {
         // A count of one under the GIL: no other thread can take a reference meanwhile.
         #[cfg(not(Py_GIL_DISABLED))]
         {
-            // SAFETY: the reference count of a live object, read on an attached thread.
+            // SAFETY: the reference count and the finalized mark of a live object, read on an
+            // attached thread.
             #[allow(unsafe_code)]
-            let count = unsafe { ffi::Py_REFCNT(slf.as_ptr()) };
-            if count != 1 {
+            let (count, finalized) = unsafe {
+                (ffi::Py_REFCNT(slf.as_ptr()), ffi::PyObject_GC_IsFinalized(slf.as_ptr()) != 0)
+            };
+            if count != 1 || finalized {
                 return false;
             }
             if let Some(mut step) = try_lock(driver.py(), &slf.get().step) {
