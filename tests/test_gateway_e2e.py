@@ -531,15 +531,15 @@ def test_load_stops_and_disconnects_all_close_the_upstream(
     closed before its end, and no stream or connection left open."""
     kinds = ["stop", "stop", "disconnect", "plain"]
     local_stops = ["</answer>", "\n\nUser:"]  # beyond the 4 sent upstream
+    # Long tails: under load the gateway may take a while to act on a stop or a client gone,
+    # and the upstream must still be mid-stream when it does (an ended stream costs no more).
     for i in range(LOAD_REQUESTS):
         kind = kinds[i % len(kinds)]
         if kind == "stop":
             stop = local_stops[i % 3 % 2]
-            # A long tail: under load the gateway may take a while to act on the stop, and the
-            # upstream must still be mid-stream when it does (a stopped stream costs no more).
             deltas = text_deltas(f"Answer {i}", " is", stop[:3], stop[3:], *tail(1000))
         elif kind == "disconnect":
-            deltas = text_deltas(f"Long {i}", *tail(400))
+            deltas = text_deltas(f"Long {i}", *tail(1000))
         else:
             deltas = text_deltas(f"Plain {i}", " text ", "</an", "swer")
         fake.chat_by_model[f"{kind}-{i}"] = ChatScript([deltas])
