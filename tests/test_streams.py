@@ -110,6 +110,11 @@ def test_stream_examples() -> None:
         "a\n",
         "\nUser:",
     ]
+    # Held text released with the chunk after it, and a chunk cut before held text: new
+    # strings of two parts (ASCII ones are built directly, others through the decoder).
+    stops = ["\n\nUser:", "</answer>"]
+    chunks = ["ok.\n", "next line", "<", "/b> and ", "é\n", "\nUs", "e"]
+    assert list(wrap(chunks, stops)) == ["ok.", "\nnext line", "</b> and ", "é", "\n\nUse"]
     s = wrap([b"caf\xc3", b"\xa9</", b"a> \xff"], ["</a>"])
     assert list(s) == [b"caf", b"\xc3\xa9"]
     assert (s.stop_sequence, s.stop_index, s.stop_reason) == ("</a>", 0, "stop_sequence")
