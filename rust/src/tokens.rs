@@ -441,8 +441,7 @@ impl TokenStream {
         id: i64,
         out: &mut Vec<u8>,
     ) -> Option<Fed> {
-        if self.settled != self.pending.len() || self.is_closed() || !self.bytes.tail().is_empty()
-        {
+        if self.settled != self.pending.len() || self.is_closed() || !self.bytes.tail().is_empty() {
             return None;
         }
         let text = vocab.whole(id)?;
