@@ -293,6 +293,13 @@ impl ByteStream<TextStream> {
         *self = ByteStream::new(self.text.include_stop, self.replace);
     }
 
+    /// [`TextStream::passes_whole`] of a stream carrying no incomplete character, for `input`
+    /// of whole, valid characters.
+    #[inline]
+    pub fn passes_whole(&self, set: &StopSet, input: &[u8]) -> bool {
+        self.tail_len == 0 && self.text.passes_whole(set, input)
+    }
+
     /// Feeds bytes that are whole, valid characters into an open stream carrying no incomplete
     /// character: the matcher runs on them directly, without the checks of [`ByteStream::feed`]
     /// (token streams know this of most tokens in advance), and nothing can fail.
