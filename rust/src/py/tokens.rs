@@ -49,22 +49,38 @@ pub(super) struct Vocab {
     /// nothing; building a piece and its `str` was most of a step's cost in a profile. The
     /// table is lazy by pages of [`PAGE`] ids, so a vocabulary costs 16 bytes per page until
     /// its ids are used (a 200k vocabulary: 12.5 KB), and holds at most one piece per id. The
-    /// cells are `OnceLock`s, so filling them is safe in a free-threaded build too.
+    /// cells are `OnceLock`s, so filling them is safe in a free-threaded build too, and a batch
+    /// reads them while detached (so that the pass building the result list only increfs).
     pieces: Box<[OnceLock<Page>]>,
 }
 
 /// Ids per page of the piece cache.
 const PAGE: usize = 256;
 
-type Page = Box<[PyOnceLock<Py<TokenPiece>>]>;
+type Page = Box<[OnceLock<Py<TokenPiece>>]>;
 
 impl Vocab {
     /// The shared piece of `id` (whose text is `text`, released alone).
     #[inline]
     fn cached(&self, py: Python<'_>, id: usize, text: &[u8]) -> PyResult<&Py<TokenPiece>> {
         let page =
-            self.pieces[id / PAGE].get_or_init(|| (0..PAGE).map(|_| PyOnceLock::new()).collect());
-        page[id % PAGE].get_or_try_init(py, || piece(make_str(py, text)?, 1))
+            self.pieces[id / PAGE].get_or_init(|| (0..PAGE).map(|_| OnceLock::new()).collect());
+        let cell = &page[id % PAGE];
+        if let Some(p) = cell.get() {
+            return Ok(p);
+        }
+        // Built before taking the cell, whose initializer then only moves it: building may run
+        // Python code (a garbage collection), which may let another thread in, and a thread
+        // waiting on the cell must never wait for Python.
+        let p = piece(make_str(py, text)?, 1)?;
+        Ok(cell.get_or_init(|| p))
+    }
+
+    /// The shared piece of `id`, if it was built: a few loads, no interpreter needed.
+    #[inline]
+    fn shared(&self, id: i64) -> Option<&Py<TokenPiece>> {
+        let i = usize::try_from(id).ok()?;
+        self.pieces.get(i / PAGE)?.get()?.get(i % PAGE)?.get()
     }
 
     /// The piece after a feed of the one id `id` that did `fed` (and appended `out`).
@@ -74,10 +90,7 @@ impl Vocab {
             // The usual step, once its piece exists: a few loads and an incref, inlined into
             // the caller (through `cached` and the general case below it took about 60
             // instructions per stream of a batch).
-            if let Some(p) = usize::try_from(id)
-                .ok()
-                .and_then(|i| self.pieces.get(i / PAGE)?.get()?.get(i % PAGE)?.get(py))
-            {
+            if let Some(p) = self.shared(id) {
                 return Ok(p.clone_ref(py));
             }
         }
@@ -785,8 +798,11 @@ pub(super) fn feed_batch<'py>(
 struct Step<'a> {
     state: Guard<'a, TokenStream>,
     filter: &'a TokenStopFilter,
+    vocab: &'a Vocab,
     id: i64,
     fed: Fed,
+    /// The shared piece, when the step released exactly the token's text and it exists.
+    piece: Option<&'a Py<TokenPiece>>,
     /// Where its text is in the batch's output.
     out: (u32, u32),
 }
@@ -829,7 +845,14 @@ fn engine_step<'py>(
             return Ok(None);
         }
         // SAFETY: `p` is live and its type is exactly `TokenStopFilter`.
-        owned.push(unsafe { Bound::from_borrowed_ptr(py, p).cast_into_unchecked() });
+        let f: Bound<'py, TokenStopFilter> =
+            unsafe { Bound::from_borrowed_ptr(py, p).cast_into_unchecked() };
+        // The next pass reads the id's int and the filter's state: ask for both now, so that
+        // their cache misses overlap here instead of stalling that pass one by one.
+        // SAFETY: as above.
+        prefetch(unsafe { ffi::PyList_GET_ITEM(ids.as_ptr(), i as ffi::Py_ssize_t) });
+        prefetch(&raw const f.get().state);
+        owned.push(f);
     }
     let mut steps: Vec<Step<'_>> = Vec::with_capacity(n);
     for (i, f) in owned.iter().enumerate() {
@@ -844,7 +867,7 @@ fn engine_step<'py>(
         // result is -1 without an exception.
         let id = unsafe { ffi::PyLong_AsLongLongAndOverflow(item, &raw mut overflow) };
         let filter = f.get();
-        if overflow != 0 || filter.vocab.get().inner.get(id).is_none() {
+        if overflow != 0 {
             return Ok(None);
         }
         // Taken: the filter is given twice, or is in use by a call it made re-entrantly.
@@ -852,15 +875,29 @@ fn engine_step<'py>(
         if state.is_finished() || !state.replace() {
             return Ok(None);
         }
-        steps.push(Step { state, filter, id, fed: Fed { released: 0, whole: false }, out: (0, 0) });
+        let (vocab, fed) = (filter.vocab.get(), Fed { released: 0, whole: false });
+        steps.push(Step { state, filter, vocab, id, fed, piece: None, out: (0, 0) });
+    }
+    // Apart, so that the loop is a few instructions and the lookups' cache misses overlap.
+    if !steps.iter().all(|s| s.vocab.inner.get(s.id).is_some()) {
+        return Ok(None);
     }
     let run = |steps: &mut [Step<'_>]| -> Result<Vec<u8>, (usize, Error)> {
         let mut out = Vec::new();
         for (i, s) in steps.iter_mut().enumerate() {
             let start = out.len() as u32;
-            let (vocab, set) = (&s.filter.vocab.get().inner, &s.filter.stops.set);
-            s.fed = s.state.feed_id(vocab, set, s.id, &mut out).map_err(|e| (i, e))?;
+            s.fed = s
+                .state
+                .feed_id(&s.vocab.inner, &s.filter.stops.set, s.id, &mut out)
+                .map_err(|e| (i, e))?;
             s.out = (start, out.len() as u32);
+            if s.fed.whole && s.fed.released == 1 {
+                s.piece = s.vocab.shared(s.id);
+                // The last pass increfs it.
+                if let Some(p) = s.piece {
+                    prefetch(p.as_ptr());
+                }
+            }
         }
         Ok(out)
     };
@@ -877,14 +914,32 @@ fn engine_step<'py>(
     // SAFETY: `n` fits `Py_ssize_t`; a null result is the error set by CPython.
     let list = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyList_New(n as ffi::Py_ssize_t))? };
     for (i, s) in steps.into_iter().enumerate() {
-        let text = &out[s.out.0 as usize..s.out.1 as usize];
-        let piece = s.filter.vocab.get().piece_of(py, s.id, text, s.fed)?;
+        let piece = match s.piece {
+            Some(p) => p.clone_ref(py),
+            None => {
+                s.vocab.piece_slow(py, s.id, &out[s.out.0 as usize..s.out.1 as usize], s.fed)?
+            }
+        };
         // SAFETY: `list` is a new list of length `n`, and slot `i` is empty; the piece's
         // reference moves into it.
         unsafe { ffi::PyList_SET_ITEM(list.as_ptr(), i as ffi::Py_ssize_t, piece.into_ptr()) };
     }
     // SAFETY: `PyList_New` made a list.
     Ok(Some(unsafe { list.cast_into_unchecked() }))
+}
+
+/// Asks for the cache line at `p` ahead of its use: a hint, with no effect on what runs.
+#[inline]
+#[allow(unsafe_code)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch reads nothing the program sees, and faults on no address.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 /// A batch's streams, read in.
