@@ -294,10 +294,19 @@ impl ByteStream<TextStream> {
     }
 
     /// [`TextStream::passes_whole`] of a stream carrying no incomplete character, for `input`
-    /// of whole, valid characters.
+    /// of whole, valid characters whose first bytes are `head` (padded with any bytes).
     #[inline]
-    pub fn passes_whole(&self, set: &StopSet, input: &[u8]) -> bool {
-        self.tail_len == 0 && self.text.passes_whole(set, input)
+    pub fn passes_token(
+        &self,
+        set: &StopSet,
+        input: &[u8],
+        head: [u8; crate::tokens::HEAD],
+    ) -> bool {
+        self.tail_len == 0
+            && self.text.sid == Automaton::START
+            && self.text.status == Status::Open
+            && !self.text.finished
+            && set.automaton().stays_at_root_head(head, input)
     }
 
     /// Feeds bytes that are whole, valid characters into an open stream carrying no incomplete
