@@ -438,13 +438,25 @@ const STACK_IDS: usize = 8;
 #[inline]
 fn one_id(obj: &Bound<'_, PyAny>) -> Option<i64> {
     if let Ok(i) = obj.cast_exact::<PyInt>() {
-        return i.extract::<i64>().ok();
+        return exact_int(i);
     }
     let l = obj.cast_exact::<PyList>().ok()?;
     if l.len() != 1 {
         return None;
     }
-    l.get_item(0).ok()?.cast_exact::<PyInt>().ok()?.extract::<i64>().ok()
+    exact_int(l.get_item(0).ok()?.cast_exact::<PyInt>().ok()?)
+}
+
+/// The value of an exact `int` when it fits `i64`. `PyLong_AsLongLongAndOverflow` says so
+/// without raising (and so without building an exception to throw away, as `extract` does for
+/// a huge int), and no Python code runs.
+#[inline]
+#[allow(unsafe_code)]
+fn exact_int(i: &Bound<'_, PyInt>) -> Option<i64> {
+    let mut overflow = 0;
+    // SAFETY: `i` is a live exact int.
+    let v = unsafe { pyo3::ffi::PyLong_AsLongLongAndOverflow(i.as_ptr(), &raw mut overflow) };
+    (overflow == 0).then_some(v)
 }
 
 /// Whether `obj` is an exact list or tuple of exact ints: reading it runs no Python code.
