@@ -6,23 +6,25 @@
 //! every stream's ids while taking its filter's lock, does the Rust work (detached from the
 //! interpreter), then builds the pieces.
 //!
-//! Performance choices (CPU time per stream and step, 256 streams, one id each, on a loaded
-//! 2-core machine; `benches/tokens.py`):
+//! Performance choices (a step of 256 streams, one id each, `benches/tokens.py`; instruction
+//! counts per stream from callgrind, since the 2-core machine is shared and noisy):
 //! * the usual step (one id in, exactly its text out, one token released) returns a
 //!   `TokenPiece` cached per token id; the core says when its output is exactly the token's
 //!   bytes ([`crate::Fed`]), so that step copies and compares nothing;
-//! * the core's own fast step for that case (`TokenStream::feed_id`);
-//! * one pass over the filters reads the ids, takes the locks and decides whether any stream can
-//!   fail (three passes before: 72 to 57 ns per stream with every stream on the same id, so
-//!   that the rest of the step stays in cache);
+//! * the core's own fast steps for that case (`TokenStream::feed_id`: a token none of whose
+//!   bytes can start a stop, inlined into the caller, and one after held text);
+//! * `feed_batch` of exact lists of plain ints takes its own path ([`engine_step`]): the lists
+//!   are read in place, the result list is built in place, the piece cache is read while
+//!   detached; with the core's steps that took a step from 758 to about 410 instructions per
+//!   stream, and 137 to about 50 ns (CPU time);
 //! * `feed(id)` takes an `int`, so the caller builds no list (88 against 92 ns per call for
 //!   `[id]`, before counting the list the caller builds).
 //!
-//! A free list for `TokenPiece` measured no faster than CPython's allocator, and prefetching
-//! the next streams' vocabulary entries and pieces measured no faster either, so there is
-//! neither. What remains in a step of 256 streams over varied ids is mostly memory latency: each
-//! id touches its `int` object, its vocabulary entry and bytes, its piece cell and its piece,
-//! and the same step over one id costs about half as much.
+//! A free list for `TokenPiece` measured no faster than CPython's allocator. What remains in a
+//! step of 256 streams over varied ids is mostly memory latency: each id touches its `int`
+//! object, its filter, its vocabulary entry and bytes, its piece cell and its piece (the
+//! samples of `perf` sit on those loads), and the same step over one id costs about half as
+//! much.
 
 use std::cell::RefCell;
 use std::sync::OnceLock;
@@ -837,9 +839,8 @@ struct Step<'a> {
 /// It reads the lists' items in place and the ints with `PyLong_AsLongLongAndOverflow`, one
 /// pass over the streams under the GIL (types, ids, locks, the checks), one detached (the
 /// core's steps), one building the result list in place. Against the general path (vectors of
-/// owned items, a cast per filter, a `Vec` of pieces copied into the list) this cut the
-/// bindings' share of a 256-stream step from about 390 to about ... instructions per stream
-/// (callgrind).
+/// owned items, a cast per filter, a `Vec` of pieces copied into the list) this cut a
+/// 256-stream step from 635 to 422 instructions per stream (callgrind).
 #[cfg(not(Py_GIL_DISABLED))]
 #[allow(unsafe_code)]
 #[allow(clippy::cast_possible_wrap, reason = "indices below a list's length fit `Py_ssize_t`")]
