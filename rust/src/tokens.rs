@@ -172,20 +172,6 @@ impl Vocab {
         Some(&self.text[start..start + e.text_len()])
     }
 
-    /// Whether `id` is in the vocabulary (as `get(id).is_some()`), asking meanwhile for the
-    /// cache line of its bytes, for a caller that feeds it soon after (a batch checks all its
-    /// streams' ids first, so their misses overlap).
-    #[inline]
-    pub fn check_ahead(&self, id: i64) -> bool {
-        let Some(&e) = usize::try_from(id).ok().and_then(|i| self.entries.get(i)) else {
-            return false;
-        };
-        if e.len < Entry::SPECIAL {
-            prefetch(self.text.as_ptr().wrapping_add(e.start as usize));
-        }
-        e.len != Entry::HOLE
-    }
-
     /// [`Vocab::whole`], with the token's first [`HEAD`] bytes as an array (past its end, any
     /// bytes): a caller can test short tokens a word at a time, without a branch per byte.
     #[inline]
@@ -208,20 +194,6 @@ impl Vocab {
     pub fn heap_bytes(&self) -> usize {
         self.text.capacity() + self.entries.capacity() * std::mem::size_of::<Entry>()
     }
-}
-
-/// Asks for the cache line at `p` ahead of its use: a hint, with no effect on what runs.
-#[inline]
-#[allow(unsafe_code)]
-pub(crate) fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch reads nothing the program sees, and faults on no address.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(p.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 /// A token fed but not yet released: where its text starts and ends in the decoded text
