@@ -293,6 +293,18 @@ impl ByteStream<TextStream> {
         *self = ByteStream::new(self.text.include_stop, self.replace);
     }
 
+    /// Whether [`ByteStream::passes_token`] holds for a token whose [`crate::tokens::byte_set`]
+    /// is `bytes`, as far as that set can prove it (`false` says "look at the bytes").
+    #[inline]
+    pub fn passes_set(&self, set: &StopSet, bytes: [u64; 2]) -> bool {
+        let first = set.automaton().first_bytes();
+        self.tail_len == 0
+            && self.text.sid == Automaton::START
+            && self.text.status == Status::Open
+            && !self.text.finished
+            && (bytes[0] & first[0]) | (bytes[1] & first[1]) == 0
+    }
+
     /// [`TextStream::passes_whole`] of a stream carrying no incomplete character, for `input`
     /// of whole, valid characters whose first bytes are `head` (padded with any bytes).
     #[inline]
