@@ -811,6 +811,7 @@ pub(super) fn feed_batch<'py>(
 }
 
 /// One stream of [`engine_step`].
+#[cfg(not(Py_GIL_DISABLED))]
 struct Step<'a> {
     state: Guard<'a, TokenStream>,
     filter: &'a TokenStopFilter,
