@@ -520,7 +520,7 @@ impl Automaton {
     /// batch step.
     #[allow(
         clippy::inline_always,
-        reason = "left to itself the compiler calls it from `feed`; the call was a fifth of its 55 instructions a token (callgrind)"
+        reason = "left to itself the compiler calls it from `feed`, whose call went from 441 to 414 instructions with it inlined and the int read directly (callgrind)"
     )]
     #[inline(always)]
     pub(crate) fn stays_at_root_head(&self, head: [u8; 8], bytes: &[u8]) -> bool {
