@@ -330,6 +330,37 @@ def test_feed_batch_is_all_or_nothing() -> None:
     assert all(f.stop_reason == "stop_sequence" for f in filters)
 
 
+def test_feed_batch_of_plain_ints_fails_as_feed_alone() -> None:
+    """The engine's step (one plain int, or a list of one, per filter) with a filter that cannot
+    take it: finished, or strict and fed invalid UTF-8, or given twice. Each raises (or runs)
+    as feeding the filters one by one would, and a failing batch changes no filter."""
+    vocab = stopstream.Vocab([b"a", b"\xff", b"b"])
+
+    def primed(errors: str = "replace") -> stopstream.TokenStopFilter:
+        f = stopstream.TokenStopFilter(vocab, ["ab"], errors=errors)
+        assert f.feed(0) == stopstream.TokenPiece("", 0) and f.pending == "a"
+        return f
+
+    for shape in (lambda i: i, lambda i: [i]):
+        done, strict = primed(), primed("strict")
+        done.finish()
+        for bad, ids, error, match in (
+            (done, [2, 0, 2], ValueError, "after finish"),
+            (strict, [2, 1, 2], UnicodeDecodeError, "invalid start byte"),
+        ):
+            filters = [primed(), bad, primed()]
+            with pytest.raises(error, match=match):
+                stopstream.feed_batch(filters, [shape(i) for i in ids])
+            for f in (filters[0], filters[2]):
+                assert (f.pending, f.stopped) == ("a", False)
+                assert f.feed(0) == stopstream.TokenPiece("a", 1)
+        f, g = primed(), primed()
+        got = stopstream.feed_batch([f, g, f], [shape(i) for i in (0, 2, 2)])
+        f2, g2 = primed(), primed()
+        assert got == [f2.feed(0), g2.feed(2), f2.feed(2)]
+        assert [attributes(x) for x in (f, g)] == [attributes(x) for x in (f2, g2)]
+
+
 # ---------------------------------------------------------------------------------------------
 # Bad ids
 

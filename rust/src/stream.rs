@@ -304,6 +304,34 @@ impl ByteStream<TextStream> {
             && std::str::from_utf8(input).is_ok()
     }
 
+    /// Whether [`ByteStream::passes_token`] holds for a token whose [`crate::tokens::byte_set`]
+    /// is `bytes`, as far as that set can prove it (`false` says "look at the bytes").
+    #[inline]
+    pub fn passes_set(&self, set: &StopSet, bytes: [u64; 2]) -> bool {
+        let first = set.automaton().first_bytes();
+        self.tail_len == 0
+            && self.text.sid == Automaton::START
+            && self.text.status == Status::Open
+            && !self.text.finished
+            && (bytes[0] & first[0]) | (bytes[1] & first[1]) == 0
+    }
+
+    /// [`TextStream::passes_whole`] of a stream carrying no incomplete character, for `input`
+    /// of whole, valid characters whose first bytes are `head` (padded with any bytes).
+    #[inline]
+    pub fn passes_token(
+        &self,
+        set: &StopSet,
+        input: &[u8],
+        head: [u8; crate::tokens::HEAD],
+    ) -> bool {
+        self.tail_len == 0
+            && self.text.sid == Automaton::START
+            && self.text.status == Status::Open
+            && !self.text.finished
+            && set.automaton().stays_at_root_head(head, input)
+    }
+
     /// Feeds bytes that are whole, valid characters into an open stream carrying no incomplete
     /// character: the matcher runs on them directly, without the checks of [`ByteStream::feed`]
     /// (token streams know this of most tokens in advance), and nothing can fail.
