@@ -3,8 +3,9 @@
 use std::fmt;
 
 /// An error a caller can cause: an empty stop, invalid UTF-8 under strict decoding, input fed
-/// to a finished stream, or a token id outside the vocabulary. Opaque on purpose, so that new failure modes can be added without a
-/// breaking change; ask it what happened with its accessors.
+/// to a finished stream, or a token id outside the vocabulary. Opaque on purpose, so that new
+/// failure modes can be added without a breaking change; ask it what happened with its
+/// accessors.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Error {
     kind: ErrorKind,

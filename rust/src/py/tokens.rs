@@ -825,9 +825,9 @@ struct Step<'a> {
 }
 
 /// `feed_batch` of the engine's usual step: exact lists of filters and of plain `int` ids, or
-/// exact lists of one such id (each fits `i64`, is in its vocabulary, and goes to a distinct filter, open and in
-/// `"replace"` mode), so no stream can fail and none is read twice. Anything else is `None`
-/// before any filter changes, and the general path takes the batch.
+/// exact lists of one such id (each fits `i64`, is in its vocabulary, and goes to a distinct
+/// filter, open and in `"replace"` mode), so no stream can fail and none is read twice.
+/// Anything else is `None` before any filter changes, and the general path takes the batch.
 ///
 /// It reads the lists' items in place and the ints with `PyLong_AsLongLongAndOverflow`, one
 /// pass over the streams under the GIL (types, ids, locks, the checks), one detached (the
