@@ -1,8 +1,10 @@
 //! Python bindings: convert, call the core, map errors. Nothing else lives here.
 //!
 //! One file per concern: `convert` (chunks in and out), `errors` (exception mapping),
-//! `stopset` (compiled stop lists), `filters` (the push filters), `truncate` (one shot),
-//! `stream` (the pull iterator), `astream` (its async twin) and `sse` (the SSE stage of the provider adapters). This file holds the module and the per-object lock helpers.
+//! `items` (`Stop` and `Regex`), `stopset` (compiled stop lists), `filters` (the push
+//! filters), `truncate` (one shot), `stream` (the pull iterator), `astream` (its async twin),
+//! `sse` (the SSE stage of the provider adapters) and `tokens` (token ids in). This file holds
+//! the module and the per-object lock helpers.
 //!
 //! Performance choices:
 //! * ASCII `str` chunks are read in place; other chunks are encoded onto the stack from the
