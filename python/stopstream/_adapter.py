@@ -26,7 +26,7 @@ from stopstream._wrap import pull, stop_set
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-    from stopstream._core import Regex, Stop
+    from stopstream._core import Regex, Stop, StopFilter
     from stopstream._core import _Stops as Stops
 
 JSON = dict[str, Any]
@@ -100,6 +100,24 @@ class Phases:
     def finished(self) -> bool:
         """The last item owed to the client was emitted: anything later is dropped."""
         return self._phase == "ended"
+
+
+def scan(f: StopFilter, text: object, ends: bool) -> str | None:
+    """What one event of a text stream emits: ``text`` fed to the stream's filter and, where the
+    text stream ends with this event (``ends``), what ``finish()`` releases.
+
+    Every adapter feeds its text streams through here, so that the end of a text stream decides
+    like any chunk: a stop that needed the end to fire (``\\bend\\b``, ``x$``) leaves
+    ``f.stopped`` set exactly as one seen mid-stream, and the caller's one stop branch reports
+    it (the cut, the provider's stop fields, the final events). ``None``: the event carried no
+    text (not a ``str``) and nothing was released.
+    """
+    out = f.feed(text) if isinstance(text, str) else None
+    if ends and not f.stopped:
+        tail = f.finish()
+        if tail:
+            out = tail if out is None else out + tail
+    return out
 
 
 # --- SDK objects <-> dicts --------------------------------------------------------------------

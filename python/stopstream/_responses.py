@@ -50,6 +50,7 @@ from stopstream._adapter import (
     SyncAdapterStream,
     rebuild_from_sample,
     rebuild_model,
+    scan,
 )
 from stopstream._core import StopFilter
 
@@ -182,7 +183,12 @@ class ResponsesMachine(Phases):
             if isinstance(item, dict):
                 self._done_items[event.get("output_index")] = item
         elif kind in TERMINAL:
-            emits = self._flush()  # a part left open: release its text first
+            response = event.get("response")
+            if isinstance(response, dict):
+                self._response = response  # the base of a ``response.completed`` of a stop
+            emits = self._flush()  # a part left open: its text ends here
+            if self.stopped:
+                return emits  # the stop's ``response.completed`` is ``end()``'s
             self.complete = True
             status = (event.get("response") or {}).get("status")
             self.status = status if isinstance(status, str) else kind.rpartition(".")[2]
@@ -227,10 +233,19 @@ class ResponsesMachine(Phases):
         return emits
 
     def _release(self, key: PartKey, part: _Part, template: JSON) -> list[Emit]:
-        """The part's held text as a delta of its own (nothing if none is held)."""
-        tail = part.filter.finish()
-        if not tail and not part.pending_logprobs:
-            return []
+        """The part's text ends: what it holds as a delta of its own (nothing if none is held),
+        then, if the end decided a stop, the stop's closing events like any other stop's."""
+        f = part.filter
+        tail = scan(f, None, True) or ""
+        emits: list[Emit] = []
+        if tail or part.pending_logprobs:
+            emits.append(self._tail(key, part, template, tail))
+        if f.stopped:
+            emits.extend(self._stop(key, part, template))
+        return emits
+
+    def _tail(self, key: PartKey, part: _Part, template: JSON, tail: str) -> Emit:
+        """A delta of the part's released text (and the logprobs waiting for one)."""
         delta: JSON = {
             "type": TEXT_DELTA,
             "item_id": template.get("item_id", part.item_id),
@@ -242,19 +257,25 @@ class ResponsesMachine(Phases):
         part.text.append(tail)
         part.logprobs.extend(part.pending_logprobs)
         part.pending_logprobs = []
-        return [self._number(delta, None)]
+        return self._number(delta, None)
 
     def _text_done(self, event: JSON) -> list[Emit]:
         key = _key(event)
         part = self._parts.pop(key, None)
         emits = self._release(key, part, event) if part is not None else []
-        emits.append(self._number(event, event))
+        if not self.stopped:  # else the stop's own done events replace the upstream's
+            emits.append(self._number(event, event))
         return emits
 
     def _flush(self) -> list[Emit]:
+        """The response ends with parts still open: each one's text ends, up to the first
+        that a stop ends."""
         emits: list[Emit] = []
-        for key, part in self._parts.items():
+        for key, part in list(self._parts.items()):
+            del self._parts[key]
             emits.extend(self._release(key, part, {}))
+            if self.stopped:
+                break
         self._parts.clear()
         return emits
 

@@ -48,6 +48,7 @@ from stopstream._adapter import (
     SyncAdapterStream,
     rebuild_from_sample,
     rebuild_model,
+    scan,
 )
 from stopstream._core import StopFilter, _feed_unless_stop
 
@@ -85,6 +86,7 @@ class MessagesMachine(Phases):
         self.stop_sequence: str | None = None
         self.stop_index: int | None = None
         self._terminal = False  # message_stop seen
+        self._final: JSON | None = None  # the upstream's message_delta, once seen
 
     @property
     def complete(self) -> bool:
@@ -123,19 +125,22 @@ class MessagesMachine(Phases):
         if kind == "content_block_start":
             return self._block_start(event)
         if kind == "content_block_stop":
-            f = self._filters.pop(event.get("index"), None)
-            tail = f.finish() if f is not None else ""
-            if tail:
-                return [(self._text_delta(event.get("index"), tail), None), (event, event)]
-            return [(event, event)]
+            index = event.get("index")
+            f = self._filters.get(index)
+            emits = self._end_block(index, f) if f is not None else []
+            emits.append((event, event))
+            return emits
         if kind == "message_start":
             message = event.get("message")
             if isinstance(message, dict):
                 self._track_usage(message.get("usage"))
             return [(event, event)]
         if kind == "message_delta":
-            emits = self._flush()  # a text block left open: release its text first
             self._track_usage(event.get("usage"))
+            self._final = event
+            emits = self._flush()  # a text block left open: its text ends here
+            if self.stopped:
+                return emits  # its stop's final events are ``end()``'s, from this event
             delta = event.get("delta")
             if isinstance(delta, dict):
                 reason, sequence = delta.get("stop_reason"), delta.get("stop_sequence")
@@ -195,13 +200,28 @@ class MessagesMachine(Phases):
         return emits
 
     def _stop(self, index: Any, f: StopFilter) -> list[Emit]:
+        """A stop fired in block ``index``: the events that close the block (the message's
+        ``message_delta`` and ``message_stop`` are ``end()``'s)."""
         self._filters.pop(index, None)
+        self._stopped(f)
+        return [({"type": "content_block_stop", "index": index}, None)]
+
+    def _stopped(self, f: StopFilter) -> None:
         self.stopped = True
         self.stop_reason = "stop_sequence"
         self.stop_sequence = f.stop_sequence
         self.stop_index = f.stop_index
         self._phase = "closing" if self._on_stop == "close" else "draining"
-        return [({"type": "content_block_stop", "index": index}, None)]
+
+    def _end_block(self, index: Any, f: StopFilter) -> list[Emit]:
+        """Block ``index``'s text ends: what its filter still holds, as a ``text_delta``. A stop
+        that the end decides is a stop like any other."""
+        del self._filters[index]
+        tail = scan(f, None, True)
+        emits = [(self._text_delta(index, tail), None)] if tail else []
+        if f.stopped:
+            self._stopped(f)
+        return emits
 
     @staticmethod
     def _text_delta(index: Any, text: str) -> JSON:
@@ -212,11 +232,14 @@ class MessagesMachine(Phases):
         }
 
     def _flush(self) -> list[Emit]:
+        """The message ends with blocks still open: each one's text ends, in block order, up
+        to the first that a stop ends (which then also gets its ``content_block_stop``)."""
         emits: list[Emit] = []
-        for index, f in self._filters.items():
-            tail = f.finish()
-            if tail:
-                emits.append((self._text_delta(index, tail), None))
+        for index, f in list(self._filters.items()):
+            emits.extend(self._end_block(index, f))
+            if self.stopped:
+                emits.append(({"type": "content_block_stop", "index": index}, None))
+                break
         return emits
 
     def _track_usage(self, usage: object) -> None:
@@ -224,7 +247,7 @@ class MessagesMachine(Phases):
             self._usage.update((k, v) for k, v in usage.items() if v is not None)
 
     def _final_delta(self, upstream: JSON | None) -> JSON:
-        if upstream is not None:  # draining: keep the upstream's own usage and fields
+        if upstream is not None:  # the upstream's own message_delta: keep its usage and fields
             delta = upstream.get("delta")
             delta = dict(delta) if isinstance(delta, dict) else {}
             if delta.get("stop_details") is not None:
@@ -244,7 +267,9 @@ class MessagesMachine(Phases):
         phase = self._phase
         self._phase = "ended"
         if phase == "closing" or phase == "draining":
-            return [(self._final_delta(None), None), (dict(_MESSAGE_STOP), None)]
+            # ``_final``: the upstream's own ``message_delta``, when the stop was decided
+            # there (its usage is final).
+            return [(self._final_delta(self._final), None), (dict(_MESSAGE_STOP), None)]
         # The upstream ended by itself. Without its ``message_stop`` it was dropped, not
         # finished: invent no ending, and keep what the open blocks hold back (``pending``).
         return []

@@ -53,6 +53,7 @@ from stopstream._adapter import (
     OnStop,
     Phases,
     SyncAdapterStream,
+    scan,
 )
 from stopstream._core import StopFilter
 
@@ -202,22 +203,11 @@ class GeminiMachine(Phases):
                     if new_parts is None:
                         new_parts = list(parts[: position_in + 1])
                     break
-        if f.stopped:
-            self._status[index] = _STOPPED
-            self.stop_sequences[index] = f.stop_sequence
-            self.stop_indices[index] = f.stop_index
-            self.finish_reasons[index] = "STOP"
-            out_candidate = {**candidate}
-            if new_parts is not None and isinstance(content, dict):
-                out_candidate["content"] = {**content, "parts": new_parts}
-            out_candidate["finish_reason" if snake else "finishReason"] = "STOP"
-            out_candidate["finish_message" if snake else "finishMessage"] = f.stop_sequence
-            return out_candidate
         finish = _get(candidate, "finishReason", "finish_reason")
-        if finish is not None:
-            self._status[index] = _FINISHED
-            self.finish_reasons[index] = finish if isinstance(finish, str) else str(finish)
-            tail = f.finish()
+        if finish is not None and not f.stopped:
+            # The candidate's text ends here: what its filter holds goes out with its last
+            # text part, and a stop decided by the end is reported below like any other.
+            tail = scan(f, None, True)
             if tail:
                 base = new_parts if new_parts is not None else list(parts or [])
                 if last_text >= 0:
@@ -226,6 +216,21 @@ class GeminiMachine(Phases):
                 else:
                     base.insert(0, {"text": tail})
                 new_parts = base
+        if f.stopped:
+            self._status[index] = _STOPPED
+            self.stop_sequences[index] = f.stop_sequence
+            self.stop_indices[index] = f.stop_index
+            self.finish_reasons[index] = "STOP"
+            out_candidate = {**candidate}
+            if new_parts is not None:
+                new_content = {**content} if isinstance(content, dict) else {"role": "model"}
+                out_candidate["content"] = {**new_content, "parts": new_parts}
+            out_candidate["finish_reason" if snake else "finishReason"] = "STOP"
+            out_candidate["finish_message" if snake else "finishMessage"] = f.stop_sequence
+            return out_candidate
+        if finish is not None:
+            self._status[index] = _FINISHED
+            self.finish_reasons[index] = finish if isinstance(finish, str) else str(finish)
         if new_parts is None:
             return candidate
         new_content = {**content} if isinstance(content, dict) else {"role": "model"}

@@ -59,6 +59,7 @@ from stopstream._adapter import (
     Phases,
     SyncAdapterStream,
     as_json,
+    scan,
 )
 from stopstream._core import StopFilter, _feed_unless_stop
 from stopstream._responses import AsyncResponsesStopStream, ResponsesMachine, ResponsesStopStream
@@ -188,20 +189,20 @@ class ChatMachine(Phases):
         f = self._filters[index]
         delta = choice.get("delta")
         content = delta.get("content") if isinstance(delta, dict) else None
-        out = f.feed(content) if isinstance(content, str) else None
+        finish = choice.get("finish_reason")
+        # The choice's text ends with its ``finish_reason``: a stop decided there is reported
+        # below like any other (``finish_reason: "stop"``, ``stop_reason``).
+        out = scan(f, content, finish is not None)
         if f.stopped:
             self._status[index] = _STOPPED
             self._open.pop(index, None)
             self.stop_sequences[index] = f.stop_sequence
             self.stop_indices[index] = f.stop_index
             self.finish_reasons[index] = "stop"
-            return {
-                **choice,
-                "delta": {**(delta if isinstance(delta, dict) else {}), "content": out},
-                "finish_reason": "stop",
-                "stop_reason": f.stop_sequence,
-            }
-        finish = choice.get("finish_reason")
+            stopped: JSON = {**choice, "finish_reason": "stop", "stop_reason": f.stop_sequence}
+            if out is not None:
+                stopped["delta"] = {**(delta if isinstance(delta, dict) else {}), "content": out}
+            return stopped
         if finish is not None:
             self._status[index] = _FINISHED
             self._open.pop(index, None)
@@ -211,9 +212,6 @@ class ChatMachine(Phases):
                 self.stop_sequences[index] = upstream_stop
                 if upstream_stop in self._stops:
                     self.stop_indices[index] = self._stops.index(upstream_stop)
-            tail = f.finish()
-            if tail:
-                out = tail if out is None else out + tail
         if out is None or out == content:
             return choice
         return {**choice, "delta": {**(delta if isinstance(delta, dict) else {}), "content": out}}
