@@ -41,6 +41,11 @@ PIECES = ["Hello ", "wor", "ld </st", "op> tail", " more"]
 STOP_ITEM = 3  # the piece in which the stop completes
 BEFORE_STOP = "Hello world "
 HELD_AFTER_THIRD = "</st"  # what is held back after the third piece
+# A stop that only the end of the text decides (``\b`` needs the character after "more"); the
+# second pattern holds the space before it until the end proves it no stop, so the end both
+# releases text and fires the stop.
+END_STOPS = [stopstream.Regex(r"\bmore\b"), stopstream.Regex(r" mo\w*x")]
+BEFORE_END_STOP = "Hello world </stop> tail "
 
 
 class UpstreamError(Exception):
@@ -183,9 +188,10 @@ def chat_text(out: list[Any]) -> str:
     return text
 
 
-def chat_final(out: list[Any]) -> bool:
+def chat_final(out: list[Any], stop: str = "</stop>") -> bool:
     last = [c if isinstance(c, dict) else c.model_dump() for c in out if c_choices(c)][-1]
-    return bool(last["choices"][0]["finish_reason"] == "stop")
+    choice = last["choices"][0]
+    return bool(choice["finish_reason"] == "stop" and choice.get("stop_reason") == stop)
 
 
 def c_choices(c: Any) -> list[Any]:
@@ -242,12 +248,12 @@ def messages_text(out: list[Any]) -> str:
     return text
 
 
-def messages_final(out: list[Any]) -> bool:
+def messages_final(out: list[Any], stop: str = "</stop>") -> bool:
     kinds = [(e if isinstance(e, dict) else e.model_dump())["type"] for e in out]
     if kinds[-3:] != ["content_block_stop", "message_delta", "message_stop"]:
         return False
     delta = out[-2] if isinstance(out[-2], dict) else out[-2].model_dump()
-    return bool(delta["delta"]["stop_sequence"] == "</stop>")
+    return bool(delta["delta"]["stop_sequence"] == stop)
 
 
 def sdk_messages(items: list[dict[str, Any]]) -> list[Any]:
@@ -275,8 +281,8 @@ def sse_events(out: list[bytes]) -> list[dict[str, Any]]:
     return events
 
 
-def sse_openai_final(out: list[bytes]) -> bool:
-    return b"".join(out).endswith(b"data: [DONE]\n\n") and chat_final(sse_events(out))
+def sse_openai_final(out: list[bytes], stop: str = "</stop>") -> bool:
+    return b"".join(out).endswith(b"data: [DONE]\n\n") and chat_final(sse_events(out), stop)
 
 
 # --- the entries --------------------------------------------------------------------------------
@@ -289,7 +295,7 @@ class Entry:
     items: Callable[[], list[Any]]
     make: Callable[[Any], Any]
     text: Callable[[list[Any]], str]
-    final: Callable[[list[Any]], bool]
+    final: Callable[..., bool]  # (output, the stop that fired) -> it ended the stream
     offset: int  # item position of the first text piece
     bad_item: object
     adapter: bool  # has ``complete``; its ``pending`` is per protocol
@@ -314,9 +320,9 @@ def _entries() -> list[Entry]:
                 f"{a}wrap",
                 is_async,
                 lambda: list(PIECES),
-                lambda up, w=w: w(up, STOPS),  # type: ignore[misc]
+                lambda up, stops=STOPS, w=w: w(up, stops),  # type: ignore[misc]
                 lambda o: "".join(o),
-                lambda o: True,
+                lambda o, stop="</stop>": True,
                 0,
                 5,
                 False,
@@ -332,7 +338,7 @@ def _entries() -> list[Entry]:
                     f"openai.{a}wrap_chat[{kind}]",
                     is_async,
                     items,
-                    lambda up, f=chat: f(up, STOPS),  # type: ignore[misc]
+                    lambda up, stops=STOPS, f=chat: f(up, stops),  # type: ignore[misc]
                     chat_text,
                     chat_final,
                     0,
@@ -349,7 +355,7 @@ def _entries() -> list[Entry]:
                     f"anthropic.{a}wrap_messages[{kind}]",
                     is_async,
                     items,
-                    lambda up, f=msgs: f(up, STOPS),  # type: ignore[misc]
+                    lambda up, stops=STOPS, f=msgs: f(up, stops),  # type: ignore[misc]
                     messages_text,
                     messages_final,
                     MESSAGES_OFFSET,
@@ -362,7 +368,7 @@ def _entries() -> list[Entry]:
                 f"sse.{a}wrap_openai",
                 is_async,
                 lambda: sse_openai(chat_items()),
-                lambda up, f=sse_o: f(up, STOPS),  # type: ignore[misc]
+                lambda up, stops=STOPS, f=sse_o: f(up, stops),  # type: ignore[misc]
                 lambda o: chat_text(sse_events(o)),
                 sse_openai_final,
                 0,
@@ -375,9 +381,9 @@ def _entries() -> list[Entry]:
                 f"sse.{a}wrap_anthropic",
                 is_async,
                 lambda: sse_anthropic(messages_items()),
-                lambda up, f=sse_a: f(up, STOPS),  # type: ignore[misc]
+                lambda up, stops=STOPS, f=sse_a: f(up, stops),  # type: ignore[misc]
                 lambda o: messages_text(sse_events(o)),
-                lambda o: messages_final(sse_events(o)),
+                lambda o, stop="</stop>": messages_final(sse_events(o), stop),
                 MESSAGES_OFFSET,
                 5,
                 True,
@@ -405,7 +411,7 @@ def responses_text(out: list[Any]) -> str:
     return "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
 
 
-def responses_final(out: list[Any]) -> bool:
+def responses_final(out: list[Any], stop: str = "</stop>") -> bool:
     events = [_dump(e) for e in out]
     kinds = [e["type"] for e in events]
     closing = [
@@ -415,7 +421,14 @@ def responses_final(out: list[Any]) -> bool:
         "response.completed",
     ]
     response = events[-1].get("response") or {}
-    return kinds[-4:] == closing and response.get("stop_sequence") == "</stop>"
+    if kinds[-4:] != closing or response.get("stop_sequence") != stop:
+        return False
+    # Every closing event carries the text the deltas delivered, and nothing more.
+    text = responses_text(out)
+    done, part_done, item_done = events[-4:-1]
+    item_text = item_done["item"]["content"][-1]["text"]
+    output_text = response["output"][-1]["content"][-1]["text"]
+    return bool(done["text"] == part_done["part"]["text"] == item_text == output_text == text)
 
 
 def sdk_responses(items: list[dict[str, Any]]) -> list[Any]:
@@ -443,9 +456,9 @@ def gemini_text(out: list[Any]) -> str:
     return text
 
 
-def gemini_final(out: list[Any]) -> bool:
+def gemini_final(out: list[Any], stop: str = "</stop>") -> bool:
     cand = _dump(out[-1])["candidates"][0]
-    return bool(cand.get("finishReason") == "STOP" and cand.get("finishMessage") == "</stop>")
+    return bool(cand.get("finishReason") == "STOP" and cand.get("finishMessage") == stop)
 
 
 def sdk_gemini(items: list[dict[str, Any]]) -> list[Any]:
@@ -487,7 +500,7 @@ def _provider_entries() -> list[Entry]:
                 lambda: sse_responses(responses_items()),
                 sse_r,
                 lambda o: responses_text(sse_events(o)),
-                lambda o: responses_final(sse_events(o)),
+                lambda o, stop="</stop>": responses_final(sse_events(o), stop),
                 RESPONSES_OFFSET,
             ),
             (f"gemini.{a}wrap[dicts]", gemini_items, gem, gemini_text, gemini_final, 0),
@@ -504,7 +517,7 @@ def _provider_entries() -> list[Entry]:
                 lambda: sse_gemini(gemini_items()),
                 sse_g,
                 lambda o: gemini_text(sse_events(o)),
-                lambda o: gemini_final(sse_events(o)),
+                lambda o, stop="</stop>": gemini_final(sse_events(o), stop),
                 0,
             ),
         ):
@@ -513,7 +526,7 @@ def _provider_entries() -> list[Entry]:
                     name,
                     is_async,
                     items,
-                    lambda up, f=make: f(up, STOPS),  # type: ignore[misc]
+                    lambda up, stops=STOPS, f=make: f(up, stops),  # type: ignore[misc]
                     text,
                     final,
                     offset,

@@ -4,8 +4,10 @@ Entry points (``lifecycle_support.ENTRIES``): ``wrap``, ``awrap`` and every adap
 async, over dicts, SDK objects and SSE bytes. Cases: a stop; a close, plain and from another
 thread or task while a pull waits; a bad item; an upstream error; a close that fails after a
 stop; a stream dropped after a partial read (reference cycles included); two concurrent pulls;
-and, for the adapters, an upstream that ends without its terminal event. Each asserts the
-pieces, the final events, ``complete``, ``pending`` and how often the upstream was closed.
+a stop that only the end of the text decides (reported like any other: the cut, the
+provider's stop fields, the final events); and, for the adapters, an upstream that ends without
+its terminal event. Each asserts the pieces, the final events, ``complete``, ``pending`` and how
+often the upstream was closed.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import pytest
 
 from lifecycle_support import (
     ASYNC_ENTRIES,
+    BEFORE_END_STOP,
     BEFORE_STOP,
+    END_STOPS,
     HELD_AFTER_THIRD,
     STOP_ITEM,
     SYNC_ENTRIES,
@@ -209,6 +213,30 @@ def test_upstream_ending_without_terminal_event_invents_no_ending(entry: Entry) 
     assert up.closes == 0  # it ran out by itself
 
 
+def _assert_stopped_by_the_end(entry: Entry, stream: Any, out: list[Any], up: Any) -> None:
+    assert entry.text(out) == BEFORE_END_STOP
+    assert entry.final(out, "more")
+    assert stream.stop_sequence == "more"
+    assert up.closes <= 1
+    if entry.adapter:
+        assert stream.stopped and stream.complete
+        assert entry.pending(stream) == ""
+        assert up.closes == 1  # a stop like any other: the upstream is closed
+        sequences = getattr(stream, "stop_sequences", None)
+        if sequences is not None:  # one text stream: the stop that ended it
+            assert list(sequences.values()) == ["more"]
+    else:
+        assert stream.stop_reason == "stop_sequence"
+
+
+@pytest.mark.parametrize("entry", SYNC_ENTRIES, ids=repr)
+def test_stop_decided_by_the_end_of_the_text(entry: Entry) -> None:
+    up = Upstream(entry.items())
+    with entry.make(up, END_STOPS) as stream:
+        out = list(stream)
+    _assert_stopped_by_the_end(entry, stream, out, up)
+
+
 # --- async --------------------------------------------------------------------------------------
 
 
@@ -395,5 +423,16 @@ def test_async_upstream_ending_without_terminal_event_invents_no_ending(entry: E
         assert not stream.complete
         assert entry.pending(stream) == HELD_AFTER_THIRD
         assert up.closes == 0
+
+    run(main())
+
+
+@pytest.mark.parametrize("entry", ASYNC_ENTRIES, ids=repr)
+def test_async_stop_decided_by_the_end_of_the_text(entry: Entry) -> None:
+    async def main() -> None:
+        up = AsyncUpstream(entry.items())
+        async with entry.make(up, END_STOPS) as stream:
+            out = await collect(stream, [])
+        _assert_stopped_by_the_end(entry, stream, out, up)
 
     run(main())

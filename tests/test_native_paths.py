@@ -79,7 +79,12 @@ def chat_events(draw: st.DrawFn, n: int) -> list[list[str]]:
                         [
                             [": keep-alive"],
                             ["id: 7", "retry: 10"],
-                            ["data: not json"],
+                            ["data: not json"],  # a bad item, the same on both paths
+                            ['data: {"choices":[]} trailing'],
+                            [
+                                'data: {"choices":[{"index":0,"delta":{"content":"a\\\\b",'
+                                '"content":"ok"},"finish_reason":null}]}'
+                            ],
                             ["data: " + dumps({"choices": [], "usage": {"total_tokens": 3}})],
                             ["data: " + dumps({"error": {"message": "x"}})],
                             ["data: " + dumps({**head, "choices": []})],
@@ -366,8 +371,14 @@ def bodies(draw: st.DrawFn, events: st.SearchStrategy[list[list[str]]]) -> list[
 
 
 def run(stream: Any) -> list[Any]:
+    """Every piece, then the bad item's error if one ends the stream."""
+    out: list[Any] = []
     with stream:
-        return list(stream)
+        try:
+            out.extend(stream)
+        except ValueError as exc:
+            out.append((type(exc), str(exc)))
+    return out
 
 
 def chat_attributes(s: Any) -> tuple[Any, ...]:

@@ -184,9 +184,10 @@ def test_patterns_and_included_stops_stay_local() -> None:
     # The check split_stops makes on each stop item (as the filter's ``stops`` returns it).
     from stopstream import providers
 
-    assert not providers._local_only("a")
-    assert providers._local_only(PatternLike())
-    assert providers._local_only(IncludedLiteral("b"))
+    assert not providers._local_only("a", False)
+    assert providers._local_only("a", True)  # a StopSet's include_stop
+    assert providers._local_only(PatternLike(), False)
+    assert providers._local_only(IncludedLiteral("b"), False)
 
 
 def test_stop_and_regex_items_stay_local() -> None:

@@ -171,13 +171,13 @@ def test_openai_multi_line_data_is_rewritten_as_one_line() -> None:
     assert chat_text(out) == "x "
 
 
-def test_openai_non_json_and_surrogates() -> None:
+def test_openai_json_that_is_not_an_event_and_surrogates() -> None:
     data = body(
-        "data: not json",
+        "data: 42",
         'data: {"choices":[{"index":0,"delta":{"content":"\\ud800 STOP"}}]}',
     )
     out = b"".join(wrap_openai([data], ["STOP"]))
-    assert out.startswith(b"data: not json\n\n")
+    assert out.startswith(b"data: 42\n\n")  # JSON, not an object: no text in it
     assert b'"\\ud800 "' in out  # a lone surrogate stays a JSON escape
     assert out.endswith(b"data: [DONE]\n\n")
 

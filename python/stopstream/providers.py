@@ -218,9 +218,13 @@ def _count(value: object, name: str) -> int:
     return value
 
 
-def _local_only(item: object) -> bool:
-    """A stop the upstream cannot apply as we do: a pattern, or one whose text is kept."""
-    return not isinstance(item, str) or getattr(item, "include", None) is True
+def _local_only(item: object, include_stop: bool) -> bool:
+    """A stop the upstream cannot apply as we do: a pattern, or one whose text is kept (its own
+    flag, else the list's ``include_stop``: the upstream always drops the stop)."""
+    if not isinstance(item, str):
+        return True
+    own = getattr(item, "include", None)
+    return include_stop if own is None else own is True
 
 
 def split_stops(
@@ -239,7 +243,9 @@ def split_stops(
 
     ``upstream`` holds, in the order given, the first distinct stops the upstream accepts, up
     to its count; ``rest`` every other distinct stop (over the count, rejected by the upstream,
-    patterns, ``include=True`` stops). Enforce the full list locally.
+    patterns, stops whose text is kept: ``include=True``, or a ``StopSet`` with
+    ``include_stop=True``; every stop of a ``StopSet`` with skip regions, which the upstream
+    would not see). Enforce the full list locally.
 
     >>> split_stops(["a", "b", "a", "c", "d", "e"], "openai")
     StopSplit(upstream=['a', 'b', 'c', 'd'], rest=['e'])
@@ -255,7 +261,10 @@ def split_stops(
     else:
         limits = Limits(_count(provider, "limit"))
     count = limits.count if limit is None else _count(limit, "limit")
-    items: Sequence[Any] = StopSet(stops).stops  # validated; the items as given
+    compiled = stops if isinstance(stops, StopSet) else StopSet(stops)  # validated
+    items: Sequence[Any] = compiled.stops  # the items as given
+    # The upstream sees no skip regions: it would cut inside one, where no stop may start.
+    regions = compiled.skip is not None or compiled.skip_until is not None
     upstream: list[str] = []
     rest: list[Any] = []
     seen: set[Any] = set()
@@ -265,7 +274,8 @@ def split_stops(
         seen.add(item)
         if (
             (count is None or len(upstream) < count)
-            and not _local_only(item)
+            and not regions
+            and not _local_only(item, compiled.include_stop)
             and limits.accepts(item)
         ):
             upstream.append(item)

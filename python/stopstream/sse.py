@@ -23,7 +23,12 @@ stream (``complete`` is ``False``), never a finished one.
 What comes out:
 
 - An event the adapter passes through unchanged is forwarded byte for byte. So are comment-only
-  blocks (keep-alives), ``data: [DONE]``, and events whose data is not a JSON object.
+  blocks (keep-alives), ``data: [DONE]``, and events whose data is JSON but not an object.
+- What is forwarded was scanned: an event whose data is not UTF-8 or not JSON (trailing bytes,
+  raw control characters in a string) is a bad item, a ``ValueError`` that ends the stream and
+  closes the upstream (the chunk holding it is not forwarded); an event in which an object
+  repeats a key is scanned as ``json.loads`` reads it (the last value) and forwarded
+  re-serialized, never with the unscanned copy.
 - A text delta whose text alone changes (held back, or released, no stop firing) is spliced:
   only its text string is replaced, re-escaped as JSON (``json.dumps(..., ensure_ascii=False)``
   escapes), and every other byte is kept. This runs natively for single-line ``data:`` events.
@@ -213,6 +218,38 @@ class SSEParser:
         self._lines.append(raw)
 
 
+def _parse(data: bytes) -> tuple[object, bool]:
+    """An event's data as JSON, and whether some object in it repeats a key.
+
+    Data that is not UTF-8 or not JSON (trailing bytes, raw control characters in a string) is
+    a bad item: a ``ValueError``, never forwarded unscanned.
+    """
+    repeated = False
+
+    def pairs(items: list[tuple[str, Any]]) -> JSON:
+        nonlocal repeated
+        obj = dict(items)
+        if len(obj) != len(items):
+            repeated = True
+        return obj
+
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"an SSE event's data is not valid UTF-8 ({exc.reason} at byte {exc.start}): "
+            f"{_excerpt(data)}"
+        ) from exc
+    try:
+        return json.loads(text, object_pairs_hook=pairs), repeated
+    except ValueError as exc:
+        raise ValueError(f"an SSE event's data is not valid JSON ({exc}): {_excerpt(data)}") from exc
+
+
+def _excerpt(data: bytes) -> str:
+    return repr(data[:80]) + (" ..." if len(data) > 80 else "")
+
+
 def _dumps(value: object) -> bytes:
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     try:
@@ -315,27 +352,25 @@ class SSEDriver:
         if self._ended or machine.closing or machine.finished:
             return
         data = event.data
-        if data is None:  # comments (keep-alives), id / retry only, stray blank lines
+        if data is None or not data.strip():
+            # Comments (keep-alives), id / retry only, stray blank lines, and empty data, which
+            # the standard does not dispatch as an event.
             out += event.raw
             return
-        try:
-            text: str | None = data.decode("utf-8")
-        except UnicodeDecodeError:
-            text = None
-        if self._openai and text is not None and text.strip() == "[DONE]":
-            self._ended = self._done = True
-            self._write(machine.end(), None, None, out, eol)
-            out += event.raw
-            return
-        try:
-            obj = json.loads(text) if text is not None else None
-        except ValueError:
-            obj = None
-        if not isinstance(obj, dict):
-            if not machine.stopped:
+        if data.strip() == b"[DONE]":  # transport, not an event
+            if self._openai:
+                self._ended = self._done = True
+                self._write(machine.end(), None, None, out, eol)
+                out += event.raw
+            elif not machine.stopped:
                 out += event.raw
             return
-        self._write(machine.feed(obj), obj, event, out, eol)
+        obj, repeated = _parse(data)
+        if not isinstance(obj, dict):
+            if not machine.stopped:
+                out += event.raw  # JSON, not an event object: no text of the stream in it
+            return
+        self._write(machine.feed(obj), obj, event, out, eol, repeated)
 
     def _write(
         self,
@@ -344,10 +379,15 @@ class SSEDriver:
         event: Event | None,
         out: bytearray,
         eol: bytes,
+        repeated: bool = False,
     ) -> None:
         for value, origin in emits:
             if event is not None and origin is obj:
-                out += event.raw if value is obj else event.with_data(_dumps(value))
+                # An event with a repeated key goes out as the object that was scanned (the
+                # last value of each key, as ``json.loads`` reads it), never as its raw bytes,
+                # which hold a copy that was not scanned.
+                raw = value is obj and not repeated
+                out += event.raw if raw else event.with_data(_dumps(value))
             elif not self._named:
                 out += b"data: " + _dumps(value) + eol + eol
             else:
