@@ -120,11 +120,17 @@ class AsyncUpstream:
         raise_at: int | None = None,
         block_at: int | None = None,
         close_error: BaseException | None = None,
+        slow_close: bool = False,
     ) -> None:
         self.items = items
         self.raise_at = raise_at
         self.block_at = block_at
         self.close_error = close_error
+        # A slow close: ``close()`` waits for ``close_gate`` (``closing`` is set meanwhile).
+        self.slow_close = slow_close
+        self.closing = asyncio.Event()
+        self.close_gate = asyncio.Event()
+        self.closed = asyncio.Event()  # a close() finished
         self.closes = 0
         self.iterator_closes = 0
         self.pulled = 0
@@ -157,6 +163,10 @@ class AsyncUpstream:
         self.closes += 1
         self.dropped = True
         self.unblock.set()
+        if self.slow_close:
+            self.closing.set()
+            await asyncio.wait_for(self.close_gate.wait(), 10)
+        self.closed.set()
         if self.close_error is not None:
             raise self.close_error
 

@@ -436,3 +436,37 @@ def test_async_stop_decided_by_the_end_of_the_text(entry: Entry) -> None:
         _assert_stopped_by_the_end(entry, stream, out, up)
 
     run(main())
+
+
+@pytest.mark.parametrize("entry", ASYNC_ENTRIES, ids=repr)
+@pytest.mark.parametrize("close_fails", [False, True])
+def test_async_cancelled_during_the_close_of_a_stop_loses_nothing(
+    entry: Entry, close_fails: bool
+) -> None:
+    async def main() -> None:
+        close_error = UpstreamError("close failed") if close_fails else None
+        up = AsyncUpstream(entry.items(), slow_close=True, close_error=close_error)
+        stream = entry.make(up)
+        out: list[Any] = []
+        task = asyncio.ensure_future(collect(stream, out))
+        await asyncio.wait_for(up.closing.wait(), 5)  # the stop's close is awaited
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        up.close_gate.set()
+        await asyncio.wait_for(up.closed.wait(), 5)  # the close still completes
+        if close_fails:
+            with pytest.raises(UpstreamError):
+                await collect(stream, out)
+        else:
+            await collect(stream, out)
+        # Later pulls delivered the last piece and the final events, then the stream ended.
+        assert entry.text(out) == BEFORE_STOP
+        assert entry.final(out)
+        if entry.adapter:
+            assert stream.complete
+        with pytest.raises(StopAsyncIteration):
+            await stream.__anext__()
+        assert up.closes == 1
+
+    run(main())

@@ -28,6 +28,8 @@ point:
    the error's ``__context__``);
 4. an upstream error: propagates unchanged, the stream ends, the upstream is closed;
 5. cancellation while awaiting the upstream: the upstream is closed, the cancellation goes on;
+   while awaiting the close of a stop: the close still completes (shielded), the cancellation
+   goes on, and later pulls deliver what the stop decided;
 6. a second concurrent ``__anext__``: ``RuntimeError``.
 
 Errors that have nobody to be raised to (a close failing after an upstream error, or during a
@@ -150,13 +152,32 @@ class AsyncPull(AsyncDriver, Generic[_Out]):
 
     async def _stopped(self) -> None:
         """The stage is closing (a stop): close the upstream now; the output of the item and
-        ``end()``'s (queued) are delivered first, then a failing close is raised."""
+        ``end()``'s (queued) are delivered first, then a failing close is raised.
+
+        The close runs shielded: a cancellation of this pull propagates at once, but the close
+        still completes, and what the stop decided (the last piece, ``end()``'s final events)
+        stays queued for later pulls: a cancellation never loses output a stop decided.
+        """
         self._done = True
+        close = asyncio.ensure_future(self._close_upstream())
         try:
-            await self._close_upstream()
+            await asyncio.shield(close)
+        except asyncio.CancelledError:
+            if not close.done():
+                close.add_done_callback(self._closed_after_cancel)
+            elif not close.cancelled() and close.exception() is not None:
+                self._defer(close.exception())
+            self._end_stage()
+            raise
         except Exception as exc:
             self._defer(exc)
         self._end_stage()
+
+    def _closed_after_cancel(self, close: asyncio.Future[None]) -> None:
+        """The shielded close of a cancelled stop's pull is done: a failure is raised on the
+        pull after the last output, as any failing close after a stop."""
+        if not close.cancelled() and close.exception() is not None:
+            self._defer(close.exception())
 
     async def _bad_item(self, error: Exception, item: object, position: int) -> NoReturn:
         """Ends the stream for a bad item (the ``position``-th, ``item``): closes the
