@@ -87,6 +87,7 @@ class MessagesMachine(Phases):
         self.stop_index: int | None = None
         self._terminal = False  # message_stop seen
         self._final: JSON | None = None  # the upstream's message_delta, once seen
+        self.stop_sequences: dict[Any, str | None] = {}  # per text block: the stop that ended it
 
     @property
     def complete(self) -> bool:
@@ -160,6 +161,7 @@ class MessagesMachine(Phases):
         f = self._filters.get(index)
         if f is None:
             f = self._filters[index] = StopFilter(self._set)
+            self.stop_sequences.setdefault(index, None)
         return f
 
     def _block_start(self, event: JSON) -> list[Emit]:
@@ -203,10 +205,11 @@ class MessagesMachine(Phases):
         """A stop fired in block ``index``: the events that close the block (the message's
         ``message_delta`` and ``message_stop`` are ``end()``'s)."""
         self._filters.pop(index, None)
-        self._stopped(f)
+        self._stopped(index, f)
         return [({"type": "content_block_stop", "index": index}, None)]
 
-    def _stopped(self, f: StopFilter) -> None:
+    def _stopped(self, index: Any, f: StopFilter) -> None:
+        self.stop_sequences[index] = f.stop_sequence
         self.stopped = True
         self.stop_reason = "stop_sequence"
         self.stop_sequence = f.stop_sequence
@@ -220,7 +223,7 @@ class MessagesMachine(Phases):
         tail = scan(f, None, True)
         emits = [(self._text_delta(index, tail), None)] if tail else []
         if f.stopped:
-            self._stopped(f)
+            self._stopped(index, f)
         return emits
 
     @staticmethod
@@ -356,6 +359,12 @@ class _MessagesResult(SingleResult):
     def stop_reason(self) -> str | None:
         """The message's ``stop_reason`` as sent to the client (``None`` until known)."""
         return self._machine.stop_reason
+
+    @property
+    def stop_sequences(self) -> dict[Any, str | None]:
+        """Per text block ``index`` seen: the stop that ended it here, or ``None`` (the stop
+        an upstream applied is the message's, in ``stop_sequence``)."""
+        return dict(self._machine.stop_sequences)
 
     @property
     def pending(self) -> str:
