@@ -303,7 +303,7 @@ class Entry:
     name: str
     is_async: bool
     items: Callable[[], list[Any]]
-    make: Callable[[Any], Any]
+    make: Callable[..., Any]  # (upstream, stops=STOPS) -> the stream
     text: Callable[[list[Any]], str]
     final: Callable[..., bool]  # (output, the stop that fired) -> it ended the stream
     offset: int  # item position of the first text piece
@@ -330,7 +330,7 @@ def _entries() -> list[Entry]:
                 f"{a}wrap",
                 is_async,
                 lambda: list(PIECES),
-                lambda up, stops=STOPS, w=w: w(up, stops),  # type: ignore[misc]
+                lambda up, stops=STOPS, w=w: w(up, stops),
                 lambda o: "".join(o),
                 lambda o, stop="</stop>": True,
                 0,
@@ -348,7 +348,7 @@ def _entries() -> list[Entry]:
                     f"openai.{a}wrap_chat[{kind}]",
                     is_async,
                     items,
-                    lambda up, stops=STOPS, f=chat: f(up, stops),  # type: ignore[misc]
+                    lambda up, stops=STOPS, f=chat: f(up, stops),
                     chat_text,
                     chat_final,
                     0,
@@ -365,7 +365,7 @@ def _entries() -> list[Entry]:
                     f"anthropic.{a}wrap_messages[{kind}]",
                     is_async,
                     items,
-                    lambda up, stops=STOPS, f=msgs: f(up, stops),  # type: ignore[misc]
+                    lambda up, stops=STOPS, f=msgs: f(up, stops),
                     messages_text,
                     messages_final,
                     MESSAGES_OFFSET,
@@ -378,7 +378,7 @@ def _entries() -> list[Entry]:
                 f"sse.{a}wrap_openai",
                 is_async,
                 lambda: sse_openai(chat_items()),
-                lambda up, stops=STOPS, f=sse_o: f(up, stops),  # type: ignore[misc]
+                lambda up, stops=STOPS, f=sse_o: f(up, stops),
                 lambda o: chat_text(sse_events(o)),
                 sse_openai_final,
                 0,
@@ -391,7 +391,7 @@ def _entries() -> list[Entry]:
                 f"sse.{a}wrap_anthropic",
                 is_async,
                 lambda: sse_anthropic(messages_items()),
-                lambda up, stops=STOPS, f=sse_a: f(up, stops),  # type: ignore[misc]
+                lambda up, stops=STOPS, f=sse_a: f(up, stops),
                 lambda o: messages_text(sse_events(o)),
                 lambda o, stop="</stop>": messages_final(sse_events(o), stop),
                 MESSAGES_OFFSET,
@@ -536,7 +536,7 @@ def _provider_entries() -> list[Entry]:
                     name,
                     is_async,
                     items,
-                    lambda up, stops=STOPS, f=make: f(up, stops),  # type: ignore[misc]
+                    lambda up, stops=STOPS, f=make: f(up, stops),
                     text,
                     final,
                     offset,

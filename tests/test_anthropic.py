@@ -343,3 +343,20 @@ def test_async_stop_closes_the_upstream() -> None:
         assert upstream.pulled == 3 and upstream.closed == 1
 
     asyncio.run(main())
+
+
+def test_stop_sequences_per_text_block() -> None:
+    from stopstream.anthropic import wrap_messages
+
+    events = [
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "a"}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "b<"}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "/x>"}},
+    ]
+    with wrap_messages(iter(events), ["</x>"]) as stream:
+        list(stream)
+    assert stream.stop_sequences == {0: None, 1: "</x>"}
+    assert stream.stop_sequence == "</x>"

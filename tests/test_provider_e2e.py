@@ -33,6 +33,7 @@ from provider_scripts import (
     text,
     thought,
 )
+from stopstream import Regex
 from stopstream.gemini import awrap, wrap
 from stopstream.openai import awrap_responses, wrap_responses
 
@@ -123,6 +124,33 @@ def test_responses_stop_with_the_real_client(fake: FakeProviders, url: str) -> N
     assert all(b > a for a, b in itertools.pairwise(numbers))
     assert stream.stop_sequence == "</answer>" and stream.complete
     assert_closed_early(fake.last)
+
+
+@pytest.mark.parametrize("on_stop", ["close", "drain"])
+def test_responses_stop_decided_by_the_end_with_the_real_client(
+    fake: FakeProviders, url: str, on_stop: str
+) -> None:
+    # "\bend\b" needs the character after "end": only the end of the text decides it, after
+    # the deltas; every closing event and the SDK's ``output_text`` must hold the cut text.
+    fake.responses = response_events(ResponseScript([Item("message", [["It is", " the e", "nd"]])]))
+    with openai_client(url) as client:
+        upstream = client.responses.create(model="gpt-test", input="Hi", stream=True)
+        with wrap_responses(upstream, [Regex(r"\bend\b")], on_stop=on_stop) as stream:  # type: ignore[arg-type]
+            events: list[Any] = list(stream)
+    text_deltas = by_type(events, "response.output_text.delta")
+    assert "".join(e.delta for e in text_deltas) == "It is the "
+    done, part_done, item_done, completed = events[-4:]
+    assert isinstance(done, ResponseTextDoneEvent) and done.text == "It is the "
+    assert part_done.part.text == "It is the "
+    assert item_done.item.model_dump()["content"][-1]["text"] == "It is the "
+    assert isinstance(completed, ResponseCompletedEvent)
+    assert completed.response.status == "completed"
+    assert completed.response.output_text == "It is the "
+    assert (completed.response.model_extra or {})["stop_sequence"] == "end"
+    assert len(by_type(events, "response.output_text.done")) == 1
+    assert len(by_type(events, "response.completed")) == 1
+    assert all(b > a for a, b in itertools.pairwise(e.sequence_number for e in events))
+    assert stream.stop_sequence == "end" and stream.complete and stream.stopped
 
 
 def test_responses_without_a_stop(fake: FakeProviders, url: str) -> None:

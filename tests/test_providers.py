@@ -198,3 +198,18 @@ def test_stop_and_regex_items_stay_local() -> None:
     split = split_stops(stops, "openai")
     assert split.upstream == ["a", "d"]
     assert split.rest == [Regex(r"\d+"), Stop("b", include=True), Stop("c")]
+
+
+def test_a_stop_sets_own_flags_keep_its_stops_local() -> None:
+    from stopstream import Stop, StopSet
+
+    # The provider would cut before "</answer>" and drop it: a set that keeps its stops must
+    # enforce them all itself.
+    kept = StopSet(["</answer>", "x", Stop("y", include=False)], include_stop=True)
+    split = split_stops(kept, "openai")
+    assert split.upstream == [] and split.rest == ["</answer>", "x", Stop("y", include=False)]
+    assert split_stops(StopSet(["a", "b"]), "openai").upstream == ["a", "b"]
+    # The upstream sees no skip regions: a stop there could cut the reasoning.
+    for regions in ({"skip_until": "</think>"}, {"skip": [("<think>", "</think>")]}):
+        split = split_stops(StopSet(["a"], **regions), "openai")
+        assert split.upstream == [] and split.rest == ["a"]

@@ -401,3 +401,80 @@ def test_cli_sse_without_a_stop(capsysbinary: pytest.CaptureFixture[bytes]) -> N
     out, err = capsysbinary.readouterr()
     assert out == data
     assert err == b"stopstream: end of input, no stop sequence\n"
+
+
+# --- what is forwarded was scanned -------------------------------------------------------------
+
+_CHAT_OK = chat_event("fine ")
+_BAD_DATA = [
+    pytest.param(b'{"choices":[{"index":0,"delta":{"content":"a\xff</x>"}}]}', id="invalid-utf8"),
+    pytest.param(b'{"choices":[{"index":0,"delta":{"content":"a\x01</x>"}}]}', id="control"),
+    pytest.param(b'{"choices":[]} </x>', id="trailing-bytes"),
+    pytest.param(b"not json </x>", id="not-json"),
+]
+
+
+@pytest.mark.parametrize("bad", _BAD_DATA)
+@pytest.mark.parametrize("shape", ["openai", "anthropic", "responses", "gemini"])
+def test_data_that_cannot_be_parsed_is_a_bad_item(bad: bytes, shape: str) -> None:
+    from stopstream import sse
+
+    closes: list[int] = []
+
+    class Body:
+        def __iter__(self) -> Iterator[bytes]:
+            yield body(_CHAT_OK)
+            yield b"data: " + bad + b"\n\n"
+            yield body(_CHAT_OK)
+
+        def close(self) -> None:
+            closes.append(1)
+
+    stream = getattr(sse, f"wrap_{shape}")(Body(), ["</x>"])
+    out = [next(stream)]  # the good event before it
+    with pytest.raises(ValueError, match="an SSE event's data is not valid"):
+        next(stream)
+    assert b"</x>" not in b"".join(out)
+    with pytest.raises(StopIteration):
+        next(stream)
+    assert closes == [1]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"choices":[{"index":0,"delta":{"content":"a</x>b","content":"ok"},"finish_reason":null}]}',
+        b'{"choices":[{"index":0,"delta":{"content":"ok","content":"a</x>b"},"finish_reason":null}]}',
+        b'{"choices":[{"index":0,"delta":{"content":"ok","cont\\u0065nt":"a</x>b"}}]}',
+    ],
+    ids=["first", "last", "escaped-key"],
+)
+def test_an_event_repeating_a_key_is_forwarded_as_scanned(data: bytes) -> None:
+    out = b"".join(wrap_openai([b"data: " + data + b"\n\n"], ["</x>"]))
+    assert b"a</x>b" not in out  # no unscanned copy of the text reaches the client
+    # One key per object: what any client's parser reads is what was scanned.
+    assert out.count(b'"content"') == 1
+
+
+def test_data_that_is_json_but_not_an_object_passes() -> None:
+    data = body("data: [1, 2]", 'data: "a string"', chat_event("ok"))
+    assert b"".join(wrap_openai([data], ["</x>"])).startswith(
+        b'data: [1, 2]\n\ndata: "a string"\n\n'
+    )
+
+
+# --- the end of a text stream decides like any chunk -------------------------------------------
+
+
+def test_cli_sse_reports_a_stop_decided_by_the_end(
+    tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    source = tmp_path / "body.sse"
+    source.write_bytes(body(chat_event("the e"), chat_event("nd"), chat_event(None, "length")))
+    assert main(["--sse", "openai", "-r", r"\bend\b", str(source)]) == 0
+    out, err = capsysbinary.readouterr()
+    assert chat_text(out) == "the "
+    events = [d for _, d in parse(out) if isinstance(d, dict)]
+    assert events[-1]["choices"][0]["finish_reason"] == "stop"
+    assert events[-1]["choices"][0]["stop_reason"] == "end"
+    assert err == b"stopstream: choice 0: stop sequence 0: 'end'\n"

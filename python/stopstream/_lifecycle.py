@@ -163,10 +163,10 @@ class AsyncPull(AsyncDriver, Generic[_Out]):
         try:
             await asyncio.shield(close)
         except asyncio.CancelledError:
-            if not close.done():
+            if close.done():
+                self._closed_after_cancel(close)
+            else:
                 close.add_done_callback(self._closed_after_cancel)
-            elif not close.cancelled() and close.exception() is not None:
-                self._defer(close.exception())
             self._end_stage()
             raise
         except Exception as exc:
@@ -176,8 +176,9 @@ class AsyncPull(AsyncDriver, Generic[_Out]):
     def _closed_after_cancel(self, close: asyncio.Future[None]) -> None:
         """The shielded close of a cancelled stop's pull is done: a failure is raised on the
         pull after the last output, as any failing close after a stop."""
-        if not close.cancelled() and close.exception() is not None:
-            self._defer(close.exception())
+        error = None if close.cancelled() else close.exception()
+        if error is not None:
+            self._defer(error)
 
     async def _bad_item(self, error: Exception, item: object, position: int) -> NoReturn:
         """Ends the stream for a bad item (the ``position``-th, ``item``): closes the

@@ -221,7 +221,7 @@ class MessagesMachine(Phases):
         that the end decides is a stop like any other."""
         del self._filters[index]
         tail = scan(f, None, True)
-        emits = [(self._text_delta(index, tail), None)] if tail else []
+        emits: list[Emit] = [(self._text_delta(index, tail), None)] if tail else []
         if f.stopped:
             self._stopped(index, f)
         return emits

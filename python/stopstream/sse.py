@@ -243,7 +243,9 @@ def _parse(data: bytes) -> tuple[object, bool]:
     try:
         return json.loads(text, object_pairs_hook=pairs), repeated
     except ValueError as exc:
-        raise ValueError(f"an SSE event's data is not valid JSON ({exc}): {_excerpt(data)}") from exc
+        raise ValueError(
+            f"an SSE event's data is not valid JSON ({exc}): {_excerpt(data)}"
+        ) from exc
 
 
 def _excerpt(data: bytes) -> str:
