@@ -478,3 +478,35 @@ def test_cli_sse_reports_a_stop_decided_by_the_end(
     assert events[-1]["choices"][0]["finish_reason"] == "stop"
     assert events[-1]["choices"][0]["stop_reason"] == "end"
     assert err == b"stopstream: choice 0: stop sequence 0: 'end'\n"
+
+
+@pytest.mark.parametrize("shape", ["openai", "anthropic", "responses", "gemini"])
+def test_async_data_that_cannot_be_parsed_is_a_bad_item(shape: str) -> None:
+    from stopstream import sse
+
+    closes: list[int] = []
+
+    class Body:
+        async def _gen(self) -> AsyncIterator[bytes]:
+            yield body(_CHAT_OK)
+            yield b"data: {} trailing </x>\n\n"
+            yield body(_CHAT_OK)
+
+        def __aiter__(self) -> AsyncIterator[bytes]:
+            return self._gen()
+
+        async def aclose(self) -> None:
+            closes.append(1)
+
+    async def main() -> list[bytes]:
+        out: list[bytes] = []
+        stream = getattr(sse, f"awrap_{shape}")(Body(), ["</x>"])
+        out.append(await stream.__anext__())
+        with pytest.raises(ValueError, match="not valid JSON"):
+            await stream.__anext__()
+        with pytest.raises(StopAsyncIteration):
+            await stream.__anext__()
+        return out
+
+    assert b"</x>" not in b"".join(asyncio.run(main()))
+    assert closes == [1]
