@@ -312,9 +312,10 @@ pub(crate) enum Threads {
 /// costs the same for every thread whatever their number. It was a scan of the threads kept so
 /// far, quadratic in their number: with `.{N}x` (every start in the last `N` characters a live
 /// thread, each in its own state) 3.5 / 12 / 42 / 156 / 570 us per character at N = 125 / 250 /
-/// 500 / 1,000 / 2,000 in 4-character chunks, and a `(?s).{4000}` length cap 3.2 s for a
-/// 16,000-character response. With the stamps: 0.34 / 0.56 / 1.3 / 2.3 / 4.4 us and 28 ms
-/// (`benches/regex_bench.py --quick`, release build, same 2-core machine, load 1.3-3.3).
+/// 500 / 1,000 / 2,000 in 4-character chunks, a `(?s).{4000}` length cap 3.2 s for a
+/// 16,000-character response, and `[\s\S]{5000}x` 6.2 ms per character. With the stamps:
+/// 0.34 / 0.56 / 1.3 / 2.3 / 4.4 us, 28 ms and 25 us (`benches/regex_bench.py --quick`, release
+/// build, same 2-core machine, load 1.3-3.3).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct DfaThreads {
     live: Vec<(usize, u32)>,
@@ -366,9 +367,10 @@ impl Stamps {
 
 /// The NFA engine's test for "is this state set taken already" in a step: an open-addressing
 /// table of the threads kept so far, by a hash of their (sorted) state sets, so that merging
-/// threads costs the same per thread whatever their number (as [`Stamps`] does for the DFA;
-/// the scan it replaced made `[\s\S]{5000}x`, which runs on the NFA, take 123 s over 16k
-/// characters). Scratch space like [`Stamps`]: a clone starts empty.
+/// threads costs the same per thread whatever their number, as [`Stamps`] does for the DFA.
+/// The scan it replaced was quadratic there too: `\b.{1000}x` cost 58 us per character; now
+/// about 20 ns per live thread at N = 250 to 4,000 (`\b.{1000}x` 20 us). Scratch space like
+/// [`Stamps`]: a clone starts empty.
 #[derive(Debug, Default)]
 struct SetIndex {
     /// (hash, index + 1 into the kept threads); 0 is an empty slot.
@@ -409,6 +411,14 @@ impl SetIndex {
         }
     }
 }
+
+/// Up to this many threads, the NFA engine merges them by comparing their state sets directly
+/// rather than through a [`SetIndex`]. On the token corpus (`benches/regex_bench.py`, 4
+/// patterns with a Unicode `\b`, rarely more than a couple of live threads each) the index
+/// alone cost 2.8% more instructions per chunk than the scan it replaced; with the direct
+/// comparison below this count, 1% fewer (callgrind, 117k chunks; wall-clock times on the
+/// shared machine varied by 2x between runs of either build).
+const SCAN_THREADS: usize = 8;
 
 /// A hash of a state set (FxHash's step, then a finalizer that spreads it to the low bits the
 /// table indexes by).
@@ -1022,7 +1032,11 @@ impl Nfa {
         }
         let mut matched = None;
         let mut live = std::mem::take(&mut t.live);
-        t.taken.clear(live.len());
+        // A few threads are compared directly: cheaper than hashing their sets (see `SetIndex`).
+        let indexed = live.len() > SCAN_THREADS;
+        if indexed {
+            t.taken.clear(live.len());
+        }
         let mut keep = 0;
         let (mut set, mut cur) = (Vec::new(), Vec::new());
         let class = if self.prunes { 1u8 << self.class_of(ch) } else { ALL_CLASSES };
@@ -1046,7 +1060,13 @@ impl Nfa {
                 set.retain(|id| self.viable[id.as_usize()] & class != 0);
             }
             // Same state set, same future: keep the earlier start only.
-            if !set.is_empty() && t.taken.insert(set_hash(&set), keep, |j| live[j].1 == set) {
+            let fresh = !set.is_empty()
+                && if indexed {
+                    t.taken.insert(set_hash(&set), keep, |j| live[j].1 == set)
+                } else {
+                    !live[..keep].iter().any(|x| x.1 == set)
+                };
+            if fresh {
                 // The slot's old set (this thread's, or a dropped one's) becomes the next
                 // thread's buffer: no allocation per thread and character.
                 live[keep].0 = s;
@@ -1149,6 +1169,21 @@ mod tests {
                 assert_eq!(live, (1, Some(1)), "{pattern} after {} characters", i + 1);
             }
         }
+    }
+
+    /// With more live threads than [`SCAN_THREADS`] (merged through the DFA's stamps, or the
+    /// NFA's [`SetIndex`]): in a run of `a`, the threads of `(?:a{10}|b)*c` are in 10 states
+    /// (how many `a` of the current ten they have read), so 10 stay, the earliest start first.
+    #[test]
+    fn many_threads_merge_by_state() {
+        for pattern in ["(?:a{10}|b)*c", r"(?:a{10}|b)*c\b"] {
+            let text = format!("x{}", "a".repeat(100));
+            for (i, &live) in live_after_each_char(pattern, &text).iter().enumerate().skip(1) {
+                assert_eq!(live, (i.min(10), Some(1)), "{pattern} after {} characters", i + 1);
+            }
+        }
+        assert!(Pattern::new(r"(?:a{10}|b)*c\b").unwrap().uses_nfa());
+        assert!(!Pattern::new("(?:a{10}|b)*c").unwrap().uses_nfa());
     }
 
     /// Threads in different states are never merged: with `.{5}x` over text without `x`, the
