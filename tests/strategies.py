@@ -3,7 +3,9 @@
 Everything is drawn from a small alphabet so that stops overlap, share prefixes and actually
 occur in the text: ASCII letters and the characters of markup and chat delimiters, characters of
 2, 3 and 4 UTF-8 bytes, a combining mark, U+FFFD (also what invalid bytes turn into in
-``"replace"`` mode), and lone surrogates (``str`` only: they have no UTF-8 encoding).
+``"replace"`` mode), and lone surrogates (``str`` only: they have no UTF-8 encoding). Regex
+stops over broken UTF-8 come as pattern pairs (Rust syntax for ``stopstream``, Python syntax
+for the reference) over the reference's default alphabet.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from dataclasses import dataclass
 from typing import AnyStr, Literal, TypeAlias
 
 from hypothesis import strategies as st
+
+import stopstream
+from stopstream import reference
 
 ASCII_CHARS = ["a", "b", "c", "<", "/", "\n"]
 MULTIBYTE_CHARS = [
@@ -310,3 +315,57 @@ def many_stops_cases(draw: st.DrawFn, *, count: int = 1000) -> StrCase:
     )
     text = draw(joined(st.sampled_from(letters), 0, 40))
     return StrCase(stops, draw(chunkings(text)))
+
+
+# Regex stops over broken UTF-8 (contract §9.9: an invalid sequence ends the text for the
+# stops' look-around).
+
+REGEX_PAIRS: list[tuple[str, str, int | None]] = [
+    # (Rust pattern, Python pattern, longest match) over the reference's alphabet: each needs
+    # the character after its match, or the end, to decide.
+    (r"\bab\b", r"\bab\b", 2),
+    (r"a$", r"a\Z", 1),
+    (r"1+\b", r"1+\b", None),
+    (r"(?m:b$)", r"(?m:b$)", 1),
+    (r"\w\b", r"\w\b", 1),
+    (r"-\B", r"-\B", 1),
+    (r"\u{e9}+\b", "\u00e9+\\b", None),
+    (r"[ab]{2}\b", r"[ab]{2}\b", 2),
+    (r".ab\b", r".ab\b", 3),
+    (r"b\b", r"b\b", 1),
+    (r"a\B", r"a\B", 1),
+    (r"ab", r"ab", 2),
+]
+REGEX_TEXT = ["a", "b", "\u00e9", "-", " ", "\n", "1", "ab", "b a"]
+
+
+@dataclass(frozen=True)
+class RegexByteCase:
+    """Stops (literal or regex, each as both implementations take it) and raw chunks."""
+
+    real: tuple[str | stopstream.Regex, ...]
+    ref: tuple[str | reference.Regex, ...]
+    chunks: tuple[bytes, ...]
+    include_stop: bool
+
+
+@st.composite
+def regex_byte_cases(draw: st.DrawFn) -> RegexByteCase:
+    """One to three stops (mostly regex ones, each with its own include flag) and a text with
+    invalid snippets inserted, cut into chunks anywhere."""
+    real: list[str | stopstream.Regex] = []
+    ref: list[str | reference.Regex] = []
+    for _ in range(draw(st.integers(1, 3))):
+        if draw(st.integers(0, 3)) == 0:
+            literal = draw(st.sampled_from(["ab", "b-", "a", "1"]))
+            real.append(literal)
+            ref.append(literal)
+        else:
+            rust, python, longest = draw(st.sampled_from(REGEX_PAIRS))
+            include = draw(st.sampled_from([None, None, True, False]))
+            real.append(stopstream.Regex(rust, include=include))
+            ref.append(reference.Regex(python, include, longest))
+    text = "".join(draw(st.lists(st.sampled_from(REGEX_TEXT), max_size=8)))
+    raw = draw(with_invalid_utf8(text.encode(), max_insertions=2))
+    cuts = draw(cut_points(len(raw)))
+    return RegexByteCase(tuple(real), tuple(ref), tuple(split(raw, cuts)), draw(st.booleans()))

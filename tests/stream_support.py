@@ -77,7 +77,11 @@ class Run:
 def expected_run(
     reference: ReferenceStopFilter | ReferenceByteStopFilter, chunks: Sequence[Any]
 ) -> Run:
-    """The run a stream wrapper must produce, computed with a reference filter."""
+    """The run a stream wrapper must produce, computed with a reference filter.
+
+    A stop that invalid UTF-8 fired (it ended the text for the stops' look-around) leaves a
+    decoding error owed, which the filter raises on its next call: the stream raises it after
+    its last piece, so the run ends with that error."""
     run = Run()
     for chunk in chunks:
         run.pulled += 1
@@ -92,6 +96,7 @@ def expected_run(
         if reference.stopped:
             run.final = State.of(reference)
             run.stopped_by_item = True
+            run.error = owed_error(reference)
             return run
     try:
         out = reference.finish()
@@ -102,7 +107,19 @@ def expected_run(
     if out:
         run.snapshots.append(Snapshot.of(out, reference))
     run.final = State.of(reference)
+    run.error = owed_error(reference)
     return run
+
+
+def owed_error(
+    reference: ReferenceStopFilter | ReferenceByteStopFilter,
+) -> type[BaseException] | None:
+    """The type of the error a stopped (or finished) reference filter still owes, if any."""
+    try:
+        reference.finish()
+    except UnicodeDecodeError as error:
+        return type(error)
+    return None
 
 
 class CountingIterator(Generic[T]):

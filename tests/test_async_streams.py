@@ -22,7 +22,14 @@ from hypothesis import strategies as st
 import stopstream
 from stopstream import AsyncStopStream, awrap
 from stopstream.reference import ReferenceByteStopFilter, ReferenceStopFilter
-from strategies import ByteCase, StrCase, byte_cases, str_cases
+from strategies import (
+    ByteCase,
+    RegexByteCase,
+    StrCase,
+    byte_cases,
+    regex_byte_cases,
+    str_cases,
+)
 from stream_support import (
     AsyncCountingIterator,
     AsyncCountingSource,
@@ -686,5 +693,84 @@ def test_aclose_error_on_stop_keeps_last_piece() -> None:
         with pytest.raises(OSError, match="aclose failed"):
             await s.__anext__()
         assert await collect(s) == []
+
+    run(main())
+
+
+# ---------------------------------------------------------------------------------------------
+# Strict bytes: an invalid sequence ends the text for the stops' look-around (contract §9.9)
+
+
+@settings(deadline=None, max_examples=100)
+@given(case=regex_byte_cases(), errors=st.sampled_from(["strict", "strict", "replace"]))
+def test_regex_stops_over_invalid_bytes_match_reference(
+    case: RegexByteCase, errors: Errors
+) -> None:
+    expected = expected_run(
+        ReferenceByteStopFilter(list(case.ref), case.include_stop, errors), case.chunks
+    )
+
+    async def main() -> None:
+        upstream = AsyncCountingIterator(case.chunks)
+        stream = awrap(upstream, list(case.real), case.include_stop, errors)
+        observed = await observed_run(stream, upstream)
+        if not case.chunks:
+            return
+        assert observed == expected
+        if expected.stopped_by_item or expected.error is None:
+            assert upstream.closed == int(expected.stopped_by_item)
+
+    run(main(), collect_garbage=False)
+
+
+END = [stopstream.Regex(r"\bend\b")]
+
+
+def test_strict_error_after_the_stop_it_fired_comes_on_the_next_pull() -> None:
+    async def main() -> None:
+        upstream = AsyncCountingIterator([b"the", b" end\xff more", b"never pulled"])
+        s = awrap(upstream, END)
+        assert await s.__anext__() == b"the"
+        assert await s.__anext__() == b" "
+        assert (s.stop_sequence, s.stop_index, s.stop_reason) == ("end", 0, "stop_sequence")
+        assert (upstream.pulled, upstream.closed) == (2, 1)
+        with pytest.raises(UnicodeDecodeError) as info:
+            await s.__anext__()
+        assert (info.value.object, info.value.start, info.value.end) == (b" end\xff more", 4, 5)
+        assert await collect(s) == []
+        assert (upstream.pulled, upstream.closed) == (2, 1)
+
+    run(main())
+
+
+def test_strict_incomplete_end_after_the_stop_it_fired() -> None:
+    async def main() -> None:
+        upstream = AsyncCountingIterator([b"the end\xe2"])
+        s = awrap(upstream, ["the endless", *END])
+        assert await s.__anext__() == b"the "
+        assert s.stop_index == 1
+        with pytest.raises(UnicodeDecodeError, match="unexpected end of data"):
+            await s.__anext__()
+        assert await collect(s) == []
+        assert upstream.closed == 0  # it ran out by itself
+
+    run(main())
+
+
+def test_strict_error_after_a_stop_keeps_a_failing_close_as_context() -> None:
+    class Failing(AsyncCountingIterator[bytes]):
+        async def aclose(self) -> None:
+            self.closed += 1
+            raise OSError("aclose failed")
+
+    async def main() -> None:
+        upstream = Failing([b"the end\xff", b"never pulled"])
+        s = awrap(upstream, END)
+        assert await s.__anext__() == b"the "
+        with pytest.raises(UnicodeDecodeError) as info:
+            await s.__anext__()
+        assert isinstance(info.value.__context__, OSError)
+        assert await collect(s) == []
+        assert upstream.closed == 1
 
     run(main())

@@ -502,6 +502,56 @@ def test_strict_error_with_include_stop_and_several_stops() -> None:
     assert (result.returncode, result.stdout) == (1, b"a <</an")
 
 
+@pytest.mark.parametrize(
+    ("args", "data", "expected", "stop"),
+    [
+        (["-r", r"\bend\b"], b"the end\xff", b"the ", "stop sequence 0: 'end'"),
+        (["-r", r"\bend\b"], b"the end\xe2\x82", b"the ", "stop sequence 0: 'end'"),
+        (["-r", "x$"], b"ax\xff tail", b"a", "stop sequence 0: 'x'"),
+        (["-r", r"\d+\b"], b"n = 42\xc3\x28", b"n = ", "stop sequence 0: '42'"),
+        (["-s", "nd", "-r", r"\w+d\b"], b"the end\xff", b"the ", "stop sequence 1: 'end'"),
+        (["--include-stop", "-r", r"\bend\b"], b"the end\xff", b"the end", "'end'"),
+        # The end of the text fires nothing: the held text is ordinary text, then the error.
+        (["-r", r"\bend\b"], b"the endx\xff", b"the endx", None),
+        (["-r", r"\bend\B"], b"the end\xff", b"the end", None),
+    ],
+)
+def test_strict_error_ends_the_text_for_the_stops(
+    args: list[str], data: bytes, expected: bytes, stop: str | None
+) -> None:
+    """An invalid byte ends the text for the stops' look-around as the end of the input
+    would: a stop that fires there is cut and reported, then the command fails as for any
+    invalid input, and nothing it held is written."""
+    result = run_cli(args, data)
+    stderr = result.stderr.decode()
+    assert (result.returncode, result.stdout) == (1, expected)
+    assert "Traceback" not in stderr
+    lines = stderr.splitlines()
+    assert lines[-1].startswith("stopstream: invalid UTF-8 in input: ")
+    if stop is None:
+        assert len(lines) == 1
+    else:
+        # The stop is reported as any stop is, then the error.
+        assert len(lines) == 2 and stop in lines[0]
+    quiet = run_cli(["-q", *args], data)
+    assert (quiet.returncode, quiet.stdout) == (1, expected)
+    assert quiet.stderr.decode().splitlines() == [lines[-1]]
+
+
+def test_strict_error_in_a_later_read_after_held_text() -> None:
+    with live("-r", r"\bend\b") as proc:
+        fd = out_fd(proc)
+        send(proc, b"the end")
+        assert read_some(fd, 4) == b"the "
+        assert nothing_more_within(fd, 0.2)
+        send(proc, b"\xff more")
+        assert proc.wait(TIMEOUT) == 1
+        assert os.read(fd, 100) == b""  # "end" was held, and is not written
+        stderr = err_text(proc)
+        assert "stop sequence 0: 'end'" in stderr
+        assert "invalid UTF-8" in stderr
+
+
 def test_live_producer_strict_error_releases_held_text() -> None:
     with live("-s", "</answer>") as proc:
         fd = out_fd(proc)

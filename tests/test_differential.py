@@ -26,6 +26,7 @@ from strategies import (
     BYTE_ALPHABET,
     STR_ALPHABET,
     ByteCase,
+    RegexByteCase,
     StopsArgument,
     StrCase,
     as_chunk,
@@ -34,6 +35,7 @@ from strategies import (
     chunk_kinds,
     cut_points,
     many_stops_cases,
+    regex_byte_cases,
     repetitive_cases,
     split,
     stops_and_text,
@@ -342,3 +344,45 @@ def test_long_overlapping_stops_match_reference(case: StrCase, include_stop: boo
 def test_many_stops_match_reference(case: StrCase, include_stop: bool) -> None:
     compare_str_filters(case, include_stop)
     compare_byte_filters(case, include_stop)
+
+
+# Strict bytes with regex stops (contract §9.9): an invalid sequence ends the text for the
+# stops' look-around, as the end of the stream would.
+
+
+def error_outcome(call: Callable[[], object]) -> tuple[object, ...]:
+    """What a call did, a decoding error compared in full (bytes, positions, reason)."""
+    try:
+        result = call()
+    except UnicodeDecodeError as error:
+        return ("raised", UnicodeDecodeError, error.object, error.start, error.end, error.reason)
+    except Exception as error:
+        return ("raised", type(error))
+    return ("returned", type(result), result)
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=regex_byte_cases(), errors=st.sampled_from(["strict", "strict", "replace"]))
+def test_regex_stops_over_invalid_bytes_match_reference(case: RegexByteCase, errors: str) -> None:
+    """Every call and the attributes after it, through the error and past it: the output up to
+    a stop that the end of the text at an invalid sequence fires, the error owed (raised once
+    by the next ``feed()`` or ``finish()``), then the filter as after any stop."""
+    real = stopstream.ByteStopFilter(list(case.real), case.include_stop, errors)
+    ref = ReferenceByteStopFilter(list(case.ref), case.include_stop, errors)
+    calls: list[tuple[str, bytes | None]] = [("feed", c) for c in case.chunks]
+    calls += [("finish", None), ("feed", b"a"), ("finish", None), ("feed", b"b"), ("reset", None)]
+    calls += [("feed", c) for c in case.chunks] + [("finish", None)]
+    for step, (op, chunk) in enumerate(calls):
+        what = f"step {step}: {op} {chunk!r}"
+        if op == "feed":
+            assert chunk is not None
+            got, want = (
+                error_outcome(partial(real.feed, chunk)),
+                error_outcome(partial(ref.feed, chunk)),
+            )
+        elif op == "finish":
+            got, want = error_outcome(real.finish), error_outcome(ref.finish)
+        else:
+            got, want = error_outcome(real.reset), error_outcome(ref.reset)
+        assert got == want, what
+        assert_same_state(real, ref, what)

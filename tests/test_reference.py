@@ -6,13 +6,17 @@ implementation. The last part checks the reference's shortcuts against the liter
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from implementations import IMPLEMENTATIONS, Implementation
+import stopstream
+from implementations import IMPLEMENTATIONS, REFERENCE, Implementation
+from stopstream import reference
 from stopstream.reference import (
     ReferenceStopFilter,
     find_stop,
@@ -603,6 +607,171 @@ def test_strict_finish_error_keeps_filter_open(impl: Implementation) -> None:
     assert b.pending == b"\xc3\xa9"
     assert b.feed(b"!") == b""
     assert b.stop_sequence == "\u00e9!"
+
+
+# Strict bytes and regex stops (contract §9.9): an invalid sequence ends the text for the stops'
+# look-around, as finish() would. Texts are over the reference's alphabet.
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """A regex stop, in Rust syntax for ``stopstream`` and Python syntax for the reference."""
+
+    rust: str
+    python: str = ""
+    include: bool | None = None
+
+    def build(self, impl: Implementation) -> object:
+        if impl is REFERENCE:
+            return reference.Regex(self.python or self.rust, self.include)
+        return stopstream.Regex(self.rust, include=self.include)
+
+
+DecodeFailure = tuple[bytes, int, int]
+"""A ``UnicodeDecodeError`` expected: its ``object``, ``start`` and ``end``."""
+
+
+@dataclass(frozen=True)
+class StrictEndExample:
+    """Calls (``feed`` with a chunk, or ``finish``) and what each returns or raises; then the
+    stop that fired, as ``(stop_index, stop_sequence)``."""
+
+    stops: list[str | Pattern]
+    calls: list[tuple[bytes | None, bytes | DecodeFailure | type[Exception]]]
+    stop: tuple[int, str] | None
+    errors: str = "strict"
+    id: str = field(default="", compare=False)
+
+
+AB = Pattern(r"\bab\b")
+STRICT_END_EXAMPLES = [
+    StrictEndExample(
+        [AB],
+        [
+            (b"b a", b"b "),
+            (b"b\xff a", b""),  # the end of "b ab" fires the stop
+            (b"a", (b"b\xff a", 1, 2)),  # the error it owes, as feed would have raised it
+            (b"a", b""),
+            (None, b""),
+            (None, b""),
+            (b"a", ValueError),
+        ],
+        (0, "ab"),
+        id="feed-fires-then-the-next-feed-raises",
+    ),
+    StrictEndExample(
+        [AB],
+        [
+            (b"b ab\xe2", b"b "),
+            (None, b""),
+            (None, (b"\xe2", 0, 1)),
+            (None, b""),
+            (b"a", ValueError),
+        ],
+        (0, "ab"),
+        id="incomplete-end-fires-then-the-next-finish-raises",
+    ),
+    StrictEndExample(
+        [Pattern("a$", r"a\Z")],
+        [(b"ba\xe2\x82", b"b"), (None, b""), (b"a", (b"\xe2\x82", 0, 2)), (b"a", ValueError)],
+        (0, "a"),
+        id="end-anchor",
+    ),
+    StrictEndExample(
+        [Pattern(r"1+\b")],
+        [(b"a 11\xff", b"a "), (None, (b"a 11\xff", 4, 5)), (None, b"")],
+        (0, "11"),
+        id="greedy-repetition-up-to-a-boundary",
+    ),
+    StrictEndExample(
+        ["ab", Pattern(r".ab\b")],
+        [(b"bab\xff", b""), (None, (b"bab\xff", 3, 4))],
+        (1, "bab"),
+        id="the-longer-match-the-end-decides-wins",
+    ),
+    StrictEndExample(
+        [Pattern(r"\bab\b", include=True)],
+        [(b"b ab\xff", b"b ab"), (b"", (b"b ab\xff", 4, 5)), (b"", b"")],
+        (0, "ab"),
+        id="include",
+    ),
+    StrictEndExample(
+        [AB],
+        [(b"b ab", b"b "), (b"a\xff", (b"a\xff", 1, 2)), (b" ", b""), (None, b"")],
+        (0, "ab"),
+        id="no-stop-at-the-error-raises-and-consumes-nothing",
+    ),
+    StrictEndExample(
+        [AB], [(b"b ab \xff", b"b "), (None, b"")], (0, "ab"), id="stop-decided-before-the-error"
+    ),
+    StrictEndExample(
+        ["ab"],
+        [(b"b a\xff", (b"b a\xff", 3, 4)), (None, b"")],
+        None,
+        id="literal-stops-need-no-end",
+    ),
+    StrictEndExample(
+        [Pattern(r"\bab\B")],
+        [(b"b ab\xff", (b"b ab\xff", 4, 5)), (b"b ab-", b"b ab-"), (None, b"")],
+        None,
+        id="the-end-is-no-word-character",
+    ),
+    StrictEndExample(
+        [AB],
+        [(b"b ab\xff", b"b "), (None, b"")],
+        (0, "ab"),
+        errors="replace",
+        id="replace-u+fffd-is-a-non-word-character",
+    ),
+    StrictEndExample(
+        [Pattern(r"\bab\B")],
+        [(b"b ab\xffa", b"b ab\xef\xbf\xbd"), (None, b"a")],
+        None,
+        errors="replace",
+        id="replace-u+fffd-fails-a-non-boundary",
+    ),
+]
+
+
+@pytest.mark.parametrize("example", STRICT_END_EXAMPLES, ids=[e.id for e in STRICT_END_EXAMPLES])
+def test_strict_error_ends_the_text_for_the_look_around(
+    impl: Implementation, example: StrictEndExample
+) -> None:
+    stops = [s.build(impl) if isinstance(s, Pattern) else s for s in example.stops]
+    f = impl.byte_filter(stops, errors=example.errors)
+    for step, (chunk, expected) in enumerate(example.calls):
+        what = f"call {step}: {'finish' if chunk is None else f'feed {chunk!r}'}"
+        before = (f.pending, f.stopped, f.stop_sequence, f.stop_index, f.stop_reason)
+        call: Callable[[], bytes] = f.finish if chunk is None else partial(f.feed, chunk)
+        if isinstance(expected, bytes):
+            assert call() == expected, what
+        elif isinstance(expected, tuple):
+            with pytest.raises(UnicodeDecodeError) as info:
+                call()
+            got = (info.value.object, info.value.start, info.value.end)
+            assert got == expected, what
+            if not f.stopped:
+                # Raised by the call that met the error: it consumed nothing.
+                assert (f.pending, f.stopped, f.stop_sequence, f.stop_index, f.stop_reason) == (
+                    before
+                ), what
+        else:
+            with pytest.raises(expected):
+                call()
+    got_stop = None if f.stop_index is None else (f.stop_index, f.stop_sequence)
+    reason = "stop_sequence" if example.stop else "end"
+    assert (got_stop, f.stop_reason) == (example.stop, reason)
+    f.reset()
+    assert (f.pending, f.stopped, f.stop_reason) == (b"", False, None)
+    assert f.finish() == b""
+
+
+def test_reset_drops_the_owed_error(impl: Implementation) -> None:
+    f = impl.byte_filter([AB.build(impl)])
+    assert f.feed(b"b ab\xff") == b"b "
+    f.reset()
+    assert f.feed(b"a") == b""
+    assert f.finish() == b"a"
 
 
 def test_chunk_types(impl: Implementation) -> None:

@@ -22,7 +22,14 @@ from hypothesis import strategies as st
 import stopstream
 from stopstream import wrap
 from stopstream.reference import ReferenceByteStopFilter, ReferenceStopFilter
-from strategies import ByteCase, StrCase, byte_cases, str_cases
+from strategies import (
+    ByteCase,
+    RegexByteCase,
+    StrCase,
+    byte_cases,
+    regex_byte_cases,
+    str_cases,
+)
 from stream_support import (
     CountingIterator,
     CountingSource,
@@ -683,6 +690,119 @@ def test_stop_completed_at_end_of_input_in_replace_mode() -> None:
     assert list(s) == [b"a"]
     assert (s.stop_sequence, s.stop_reason) == ("b\ufffd", "stop_sequence")
     assert upstream.closed == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Strict bytes: an invalid sequence ends the text for the stops' look-around (contract §9.9)
+
+
+@settings(deadline=None, max_examples=150)
+@given(case=regex_byte_cases(), errors=st.sampled_from(["strict", "strict", "replace"]))
+def test_regex_stops_over_invalid_bytes_match_reference(
+    case: RegexByteCase, errors: Errors
+) -> None:
+    """A stop that the text ending at an invalid sequence fires: its last piece, the upstream
+    closed as on any stop, then the decoding error on the next pull."""
+    expected = expected_run(
+        ReferenceByteStopFilter(list(case.ref), case.include_stop, errors), case.chunks
+    )
+    upstream = CountingIterator(case.chunks)
+    stream = wrap(upstream, list(case.real), case.include_stop, errors)
+    observed = observed_run(stream, upstream)
+    if not case.chunks:
+        return
+    assert observed == expected
+    if expected.stopped_by_item or expected.error is None:
+        assert upstream.closed == int(expected.stopped_by_item)
+
+
+END = [stopstream.Regex(r"\bend\b")]
+
+
+def test_strict_error_after_the_stop_it_fired_comes_on_the_next_pull() -> None:
+    upstream = CountingIterator([b"the", b" end\xff more", b"never pulled"])
+    s = wrap(upstream, END)
+    assert next(s) == b"the"
+    assert not s.stopped
+    assert next(s) == b" "
+    assert (s.stop_sequence, s.stop_index, s.stop_reason, s.pending) == (
+        "end",
+        0,
+        "stop_sequence",
+        b"",
+    )
+    assert (upstream.pulled, upstream.closed) == (2, 1)
+    with pytest.raises(UnicodeDecodeError) as info:
+        next(s)
+    # The error the feed would have raised: the chunk, the position of the bad byte in it.
+    assert (info.value.object, info.value.start, info.value.end) == (b" end\xff more", 4, 5)
+    assert info.value.reason == "invalid start byte"
+    assert list(s) == []
+    assert s.stop_reason == "stop_sequence"
+    assert (upstream.pulled, upstream.closed) == (2, 1)
+
+
+def test_strict_incomplete_end_after_the_stop_it_fired() -> None:
+    upstream = CountingIterator([b"the end\xe2\x82"])
+    s = wrap(upstream, END)
+    assert next(s) == b"the "  # "end" waits for what follows it
+    with pytest.raises(UnicodeDecodeError, match="unexpected end of data") as info:
+        next(s)
+    assert (info.value.object, info.value.start, info.value.end) == (b"\xe2\x82", 0, 2)
+    assert (s.stop_sequence, s.stop_reason) == ("end", "stop_sequence")
+    assert list(s) == []
+    assert upstream.closed == 0  # it ran out by itself
+    # The last piece comes from the end: all of "the end" was held (a literal stop's prefix).
+    s = wrap([b"the end\xe2"], ["the endless", *END])
+    assert next(s) == b"the "
+    assert s.stop_index == 1
+    with pytest.raises(UnicodeDecodeError, match="unexpected end of data"):
+        next(s)
+    assert list(s) == []
+
+
+def test_strict_error_after_a_stop_with_nothing_to_yield() -> None:
+    upstream = CountingIterator([b"end\xff"])
+    s = wrap(upstream, END)
+    with pytest.raises(UnicodeDecodeError):
+        next(s)
+    assert (s.stop_sequence, s.stop_reason) == ("end", "stop_sequence")
+    assert upstream.closed == 1
+    assert list(s) == []
+
+
+def test_strict_error_after_a_stop_keeps_a_failing_close_as_context() -> None:
+    class Failing(CountingIterator[bytes]):
+        def close(self) -> None:
+            self.closed += 1
+            raise OSError("close failed")
+
+    upstream = Failing([b"x$ ax\xff", b"never pulled"])
+    s = wrap(upstream, [stopstream.Regex("x$")])
+    assert next(s) == b"x$ a"
+    with pytest.raises(UnicodeDecodeError) as info:
+        next(s)
+    assert isinstance(info.value.__context__, OSError)
+    assert list(s) == []
+    assert upstream.closed == 1
+
+
+def test_strict_error_without_a_stop_at_it_is_a_bad_item() -> None:
+    upstream = CountingIterator([b"the ", b"endx\xff", b"never pulled"])
+    s = wrap(upstream, END)
+    assert next(s) == b"the "
+    with pytest.raises(UnicodeDecodeError):
+        next(s)
+    assert (s.stop_reason, s.pending) == (None, b"")
+    assert (upstream.pulled, upstream.closed) == (2, 1)
+
+
+def test_replaced_byte_is_a_character_for_the_look_around() -> None:
+    """U+FFFD is a non-word character: it decides ``\\b`` as any other (no error to owe)."""
+    assert list(wrap([b"the end\xff more"], END, errors="replace")) == [b"the "]
+    s = wrap([b"the end\xffx"], [stopstream.Regex(r"\bend\B")], errors="replace")
+    assert b"".join(s) == "the end\ufffdx".encode()
+    assert s.stop_reason == "end"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,6 +12,10 @@ and the output is that body with the stop sequences applied to the generated tex
 Exit status: 0 when a stop fired or the input ended; 1 when the input is not what was expected
 (invalid UTF-8 with ``--errors strict``; with ``--sse``, not an SSE body, or one that ended
 before its final event) or cannot be read; 2 for a usage error.
+
+With ``--errors strict`` invalid UTF-8 ends the text for the stops' look-around as the end of
+the input would (contract §9.9): ``-r '\bend\b'`` on ``the end`` followed by an invalid byte
+writes ``the ``, reports the stop, then fails as for any invalid input.
 """
 
 from __future__ import annotations
@@ -214,11 +218,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _certain(held: bytes) -> bytes:
-    """What of the held bytes is output once the input proved invalid right after them.
+    """What of the held bytes is output once the input proved invalid right after them, the
+    filter having raised (so no stop fired there).
 
-    A stop cannot span an invalid sequence, so held text that was waiting to see whether it
-    becomes a stop is ordinary text; an incomplete character at its end is part of the invalid
-    sequence and is not.
+    A stop cannot span an invalid sequence, and the invalid sequence ends the text for the
+    stops' look-around: a stop that the end of the text there would fire, the filter fires
+    instead of raising (the error then comes after it). So held text that was waiting to see
+    whether it becomes a stop is ordinary text; an incomplete character at its end is part of
+    the invalid sequence and is not.
     """
     try:
         held.decode("utf-8")
@@ -262,11 +269,21 @@ def _run(args: argparse.Namespace, src: BinaryIO, out: BinaryIO) -> int:
     except UnicodeDecodeError as exc:
         sys.stderr.write(f"stopstream: invalid UTF-8 in input: {exc.reason}\n")
         return 1
+    owed: UnicodeDecodeError | None = None
+    try:
+        # After a stop that invalid UTF-8 fired (it ended the text for the stops' look-around),
+        # the filter raises the decoding error on the next call.
+        f.finish()
+    except UnicodeDecodeError as exc:
+        owed = exc
     if not args.quiet:
         if f.stop_sequence is not None:
             sys.stderr.write(f"stopstream: stop sequence {f.stop_index}: {f.stop_sequence!r}\n")
         else:
             sys.stderr.write("stopstream: end of input, no stop sequence\n")
+    if owed is not None:
+        sys.stderr.write(f"stopstream: invalid UTF-8 in input: {owed.reason}\n")
+        return 1
     return 0
 
 

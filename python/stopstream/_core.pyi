@@ -257,16 +257,28 @@ class ByteStopFilter:
     def feed(self, data: bytes | bytearray | memoryview) -> bytes:
         """Feed a chunk; returns the bytes now safe to emit (possibly ``b""``).
 
+        With ``errors="strict"`` an invalid sequence ends the text for the stops' look-around
+        as ``finish()`` would (contract §9.9): when that fires a stop (``\\bend\\b`` after
+        ``b"the end"``), this call returns the output up to the cut with the stop reported,
+        and the ``UnicodeDecodeError`` is raised by the next ``feed()`` or ``finish()``, once.
+        Otherwise the call that meets the invalid sequence raises and consumes nothing.
+
         Raises:
             TypeError: ``data`` is not bytes-like.
-            UnicodeDecodeError: invalid UTF-8 with ``errors="strict"``.
+            UnicodeDecodeError: invalid UTF-8 with ``errors="strict"`` and no stop before it
+                (or the one owed after a stop that the invalid sequence ended the text for).
             RuntimeError: the filter is re-entered while in use.
         """
     def finish(self) -> bytes:
         """End the stream: returns the held-back bytes.
 
+        With ``errors="strict"`` an incomplete character at the end ends the text before it
+        as ``feed()`` does for an invalid sequence: a stop that the end fires there is
+        returned and reported, and the error is raised by the next call, once.
+
         Raises:
-            UnicodeDecodeError: the stream ends inside a character with ``errors="strict"``.
+            UnicodeDecodeError: the stream ends inside a character with ``errors="strict"``
+                and no stop fires before it (or the one owed, as for ``feed()``).
         """
     def reset(self) -> None:
         """Start over with the same stops and options."""
@@ -340,7 +352,9 @@ class StopStream(Generic[_Chunk]):
         Raises:
             StopIteration: after the piece in which a stop fired, or at the upstream's end.
             TypeError: an item is neither ``str`` nor bytes-like, or changes kind.
-            UnicodeDecodeError: invalid UTF-8 in bytes chunks with ``errors="strict"``.
+            UnicodeDecodeError: invalid UTF-8 in bytes chunks with ``errors="strict"``; when
+                the text that ends there fires a stop (contract §9.9), the last piece is
+                yielded and the upstream closed first, and the error comes on the next pull.
             RuntimeError: the stream is already being iterated.
         """
     def close(self) -> None:

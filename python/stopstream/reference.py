@@ -403,6 +403,11 @@ class _Matcher:
             return find_stop(text, self._plain) is not None
         return self._scan.fired(text) is not None
 
+    def _fires_at_end(self, text: str) -> bool:
+        """Whether ``text`` followed by the end of the stream fires a stop (literal stops fire
+        as they complete, so the end adds one only with regex stops or skip regions)."""
+        return self._scan is not None and self._scan.first_win(text)[0] is not None
+
     def _check_open(self) -> None:
         if self._finished:
             raise ValueError("feed() called after finish(); call reset() to start a new stream")
@@ -532,6 +537,14 @@ def _incomplete_utf8_prefixes() -> frozenset[bytes]:
     return frozenset(prefixes)
 
 
+def _shaped(error: UnicodeDecodeError, raw: bytes, offset: int) -> UnicodeDecodeError:
+    """``error`` (from decoding ``raw``) as CPython's incremental decoder reports it, whose
+    input starts at ``offset``: the incomplete sequence carried over, then the new chunk."""
+    return UnicodeDecodeError(
+        "utf-8", raw[offset:], error.start - offset, error.end - offset, error.reason
+    )
+
+
 def _decode(raw: bytes, errors: str, *, final: bool) -> tuple[str, bytes]:
     """Decode all of ``raw``; return the text and the incomplete trailing sequence kept aside.
 
@@ -578,6 +591,13 @@ class ReferenceByteStopFilter(_Matcher):
         super()._open()
         self._raw = b""
         self._tail = b""
+        # The decoding error owed after a stop that it fired (contract §9.9).
+        self._owed: UnicodeDecodeError | None = None
+
+    def _raise_owed(self) -> None:
+        owed, self._owed = self._owed, None
+        if owed is not None:
+            raise owed
 
     @property
     def errors(self) -> str:
@@ -587,14 +607,20 @@ class ReferenceByteStopFilter(_Matcher):
     def feed(self, data: bytes | bytearray | memoryview) -> bytes:
         """Take the next chunk; return the UTF-8 that is now safe to emit (may be empty).
 
-        In strict mode an invalid sequence raises ``UnicodeDecodeError`` unless a stop completes
-        before it; the raising call changes nothing.
+        In strict mode an invalid sequence ends the text for the stops' look-around, as the end
+        of the stream would (contract §9.9). A stop that completes before it wins, and nothing
+        is raised. A stop that the end of the text there fires is returned and reported too,
+        and the ``UnicodeDecodeError`` is raised by the next ``feed()`` or ``finish()``, once.
+        Without a stop the call raises and changes nothing. The error is shaped as CPython's
+        incremental decoder's: its ``object`` is the incomplete sequence carried over followed
+        by this chunk.
         """
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(
                 f"feed() argument must be bytes, bytearray or memoryview, not {type(data).__name__}"
             )
         chunk = bytes(data)
+        self._raise_owed()
         self._check_open()
         if self._stop_index is not None:
             return b""
@@ -602,9 +628,15 @@ class ReferenceByteStopFilter(_Matcher):
         try:
             text, tail = _decode(raw, self._errors, final=False)
         except UnicodeDecodeError as error:
+            shaped = _shaped(error, raw, len(self._raw) - len(self._tail))
             before_error = raw[: error.start].decode("utf-8")
             if not self._decided(before_error):
-                raise
+                if not self._fires_at_end(before_error):
+                    raise shaped from None
+                # The text ends at the error, and its end fires a stop: reported now, the
+                # error owed.
+                self._owed = shaped
+                return self._advance(before_error, final=True).encode("utf-8")
             # A stop completes before the invalid bytes: the stop wins, the rest is dropped.
             text, tail = before_error, b""
         output = self._advance(text, final=False)
@@ -616,15 +648,26 @@ class ReferenceByteStopFilter(_Matcher):
         """End of input: return what is still held back.
 
         An incomplete trailing sequence raises ``UnicodeDecodeError`` in strict mode (the filter
-        stays open and unchanged) and becomes U+FFFD in replace mode, which takes part in
-        matching like any other character.
+        stays open and unchanged), unless the text before it fires a stop at its end: then that
+        is returned and reported, and the error owed as ``feed`` owes one. In replace mode it
+        becomes U+FFFD, which takes part in matching like any other character.
         """
+        self._raise_owed()
         if self._finished:
             return b""
         if self._stop_index is not None:
             self._finished = True
             return b""
-        text, _ = _decode(self._raw, self._errors, final=True)
+        try:
+            text, _ = _decode(self._raw, self._errors, final=True)
+        except UnicodeDecodeError as error:
+            shaped = _shaped(error, self._raw, len(self._raw) - len(self._tail))
+            before_error = self._raw[: error.start].decode("utf-8")
+            if not self._fires_at_end(before_error):
+                raise shaped from None
+            self._owed = shaped
+            self._finished = True
+            return self._advance(before_error, final=True).encode("utf-8")
         self._finished = True
         return self._advance(text, final=True).encode("utf-8")
 

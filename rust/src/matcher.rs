@@ -574,38 +574,46 @@ impl MatchStream {
     /// Ends the stream, appending what was held back, or what precedes the cut if the end of the
     /// stream settles a stop.
     pub fn finish(&mut self, m: &Matcher, out: &mut Vec<u8>) {
-        if self.status == Status::Open {
-            let mut win = None;
-            if matches!(self.zone, Zone::Outside) {
-                if let Some((start, index)) = self.cand {
-                    win = better(win, Win { start, end: self.pos, index });
-                }
-                let prev = self.prev;
-                let prev = &prev[..self.prev_len as usize];
-                for (ri, (index, pat)) in m.regexes.iter().enumerate() {
-                    if let Some(start) = pat.at_end(&mut self.threads[ri], prev) {
-                        win = better(win, Win { start, end: self.pos, index: *index });
-                    }
-                }
-            }
+        if self.status == Status::Open && !self.stop_at_end(m, out) {
             let pos = self.pos;
-            if let Some(w) = win {
-                let cut = if m.include[w.index] { w.end } else { w.start };
-                if matches!(m.kinds[w.index], Kind::Regex(_)) {
-                    let mut text = Vec::new();
-                    self.copy(&[], pos, w.start, w.end, &mut text);
-                    self.matched = text;
-                }
-                self.copy(&[], pos, self.emitted, cut, out);
-                self.stop(w.index);
-            } else {
-                self.copy(&[], pos, self.emitted, pos, out);
-                self.status = Status::Finished;
-                self.buf = Vec::new();
-            }
+            self.copy(&[], pos, self.emitted, pos, out);
+            self.status = Status::Finished;
+            self.buf = Vec::new();
             self.emitted = pos;
         }
         self.finished = true;
+    }
+
+    /// Fires the stop that the end of the stream, if it came now, would fire (`\bend\b` after
+    /// `"the end"`, `x$`), as [`MatchStream::finish`] does, but without finishing the stream:
+    /// appends what precedes the cut to `out` and returns `true`. Returns `false`, changing
+    /// nothing, when the end would fire no stop (or the stream is not open). Strict decoding
+    /// calls it where the input turns out invalid: an error is not a character, so the text
+    /// ends there for the stops' look-around (contract §9.9).
+    pub fn stop_at_end(&mut self, m: &Matcher, out: &mut Vec<u8>) -> bool {
+        if self.status != Status::Open || self.finished || !matches!(self.zone, Zone::Outside) {
+            return false;
+        }
+        let pos = self.pos;
+        let mut win = self.cand.map(|(start, index)| Win { start, end: pos, index });
+        let prev = self.prev;
+        let prev = &prev[..self.prev_len as usize];
+        for (ri, (index, pat)) in m.regexes.iter().enumerate() {
+            if let Some(start) = pat.at_end(&mut self.threads[ri], prev) {
+                win = better(win, Win { start, end: pos, index: *index });
+            }
+        }
+        let Some(w) = win else { return false };
+        let cut = if m.include[w.index] { w.end } else { w.start };
+        if matches!(m.kinds[w.index], Kind::Regex(_)) {
+            let mut text = Vec::new();
+            self.copy(&[], pos, w.start, w.end, &mut text);
+            self.matched = text;
+        }
+        self.copy(&[], pos, self.emitted, cut, out);
+        self.stop(w.index);
+        self.emitted = pos;
+        true
     }
 
     /// Matches `input`, returning the winner if one is decided inside it.
@@ -820,6 +828,10 @@ impl TextMatcher for MatchStream {
 
     fn finish_text(&mut self, m: &Matcher, out: &mut Vec<u8>) {
         self.finish(m, out);
+    }
+
+    fn stop_at_end(&mut self, m: &Matcher, out: &mut Vec<u8>) -> bool {
+        MatchStream::stop_at_end(self, m, out)
     }
 
     fn mark_finished(&mut self) {

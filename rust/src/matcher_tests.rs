@@ -722,3 +722,177 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Strict decoding by contract §9.9 (`feed_deferring`, `finish_deferring`): the first
+    /// invalid sequence (or an incomplete one at the end) ends the text for the stops'
+    /// look-around. Output, stop and matched text are those of the text before it, finished;
+    /// a stop decided before it raises nothing, one that the end decided comes with the
+    /// decoding error deferred, and without a stop the call that meets the error fails and
+    /// changes nothing.
+    #[test]
+    fn strict_bytes_end_the_text_at_the_error(
+        stops in prop::collection::vec(stop(true), 1..=3),
+        (until, skip) in regions(),
+        raw in prop::collection::vec(prop::sample::select(vec![
+            b"a".to_vec(), b"b".to_vec(), b"-".to_vec(), b"<".to_vec(), "\u{e9}".as_bytes().to_vec(),
+            b"\xff".to_vec(), b"\xc3".to_vec(), b"\xe2\x82".to_vec(),
+        ]), 0..12),
+        cuts in prop::collection::vec(0usize..30, 0..5),
+    ) {
+        let case = Case { stops, until, skip };
+        let Ok(m) = case.matcher() else { return Ok(()) };
+        let raw: Vec<u8> = raw.concat();
+        let valid = std::str::from_utf8(&raw).map_or_else(|e| e.valid_up_to(), |_| raw.len());
+        let text = &raw[..valid];
+        let mut bounds: Vec<usize> = cuts.iter().map(|&c| c.min(raw.len())).collect();
+        bounds.push(0);
+        bounds.push(raw.len());
+        bounds.sort_unstable();
+        // The text before the error: how far a stop is decided without its end, and finished.
+        let mut ts = MatchStream::new(&m);
+        let mut want = Vec::new();
+        if ts.feed(&m, text, &mut want).unwrap() == ByteOut::Input {
+            want.extend_from_slice(text);
+        }
+        let decided = matches!(ts.status(), Status::Stopped(_));
+        ts.finish(&m, &mut want);
+        let stop = match ts.status() {
+            Status::Stopped(i) => Some((i, ts.stop_sequence(&m).to_vec())),
+            _ => None,
+        };
+        let mut st = ByteStream::over(MatchStream::new(&m), false);
+        let mut out = Vec::new();
+        let mut deferred = None;
+        let mut failed = None;
+        for w in bounds.windows(2) {
+            let chunk = &raw[w[0]..w[1]];
+            let (before, mark) = (st.clone(), out.len());
+            match st.feed_deferring(&m, chunk, &mut out) {
+                Ok((fed, d)) => {
+                    if fed == ByteOut::Input {
+                        out.extend_from_slice(chunk);
+                    }
+                    if d.is_some() {
+                        prop_assert!(deferred.is_none(), "deferred twice");
+                        deferred = d;
+                    }
+                }
+                Err(e) => {
+                    prop_assert!(e.decode_error().is_some());
+                    prop_assert_eq!(out.len(), mark);
+                    prop_assert_eq!(st.text().held(), before.text().held());
+                    prop_assert_eq!(st.tail(), before.tail());
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        if failed.is_none() && st.status() == Status::Open {
+            match st.finish_deferring(&m, &mut out) {
+                Ok(d) => deferred = d,
+                Err(e) => failed = Some(e),
+            }
+        }
+        prop_assert!(std::str::from_utf8(&out).is_ok());
+        match stop {
+            Some((index, matched)) => {
+                prop_assert!(failed.is_none());
+                prop_assert_eq!(st.status(), Status::Stopped(index));
+                prop_assert_eq!(&out, &want);
+                prop_assert_eq!(st.text().stop_sequence(&m).to_vec(), matched);
+                // An error comes deferred exactly when the end of the text decided the stop.
+                let expect_error = !decided && valid < raw.len();
+                prop_assert_eq!(deferred.is_some(), expect_error);
+            }
+            None => {
+                prop_assert!(deferred.is_none());
+                prop_assert_eq!(failed.is_some(), valid < raw.len());
+                prop_assert!(want.starts_with(&out));
+            }
+        }
+    }
+}
+
+/// Contract §9.9 on examples: under strict decoding an invalid sequence, or an incomplete one
+/// at the end, ends the text for the stops' look-around.
+#[test]
+fn strict_errors_end_the_text_for_the_look_around() {
+    // (stops, chunks, output, stop and matched text, the call that returns the error deferred:
+    // Some(index of the chunk, or chunks.len() for finish), None for no error at all)
+    type Row<'a> =
+        (&'a [NStop], &'a [&'a [u8]], &'a [u8], Option<(usize, &'a [u8])>, Option<usize>);
+    let end = [NStop::Re(r"\bend\b".into())];
+    let x_end = [NStop::Re("x$".into())];
+    let digits = [NStop::Re(r"\d+\b".into())];
+    let lit_and_re = [NStop::Lit("ab".into()), NStop::Re(r".ab\b".into())];
+    let rows: &[Row<'_>] = &[
+        (&end, &[b"the end\xff"], b"the ", Some((0, b"end")), Some(0)),
+        (&end, &[b"the e", b"nd", b"\xff more"], b"the ", Some((0, b"end")), Some(2)),
+        (&end, &[b"the end\xe2"], b"the ", Some((0, b"end")), Some(1)),
+        (&end, &[b"the end\xe2", b"\x82\xac"], b"the ", Some((0, b"end")), None),
+        (&end, &[b"the end\xc3", b"\xa9"], b"the end\xc3\xa9", None, None),
+        (&end, &[b"the end", b"\xe2\x28"], b"the ", Some((0, b"end")), Some(1)),
+        (&end, &[b"the end \xff"], b"the ", Some((0, b"end")), None),
+        (&x_end, &[b"ax\xff"], b"a", Some((0, b"x")), Some(0)),
+        (&digits, &[b"n=42\xff"], b"n=", Some((0, b"42")), Some(0)),
+        (&lit_and_re, &[b"xab\xff"], b"", Some((1, b"xab")), Some(0)),
+        (&lit_and_re, &[b"xab-"], b"", Some((1, b"xab")), None),
+    ];
+    for &(stops, chunks, want, stop, error_at) in rows {
+        let case = Case {
+            stops: stops.iter().map(|s| (s.clone(), false)).collect(),
+            until: None,
+            skip: Vec::new(),
+        };
+        let m = case.matcher().unwrap();
+        let mut st = ByteStream::over(MatchStream::new(&m), false);
+        let mut out = Vec::new();
+        let mut deferred_at = None;
+        for (i, chunk) in chunks.iter().enumerate() {
+            let (fed, d) = st.feed_deferring(&m, chunk, &mut out).unwrap();
+            if fed == ByteOut::Input {
+                out.extend_from_slice(chunk);
+            }
+            if d.is_some() {
+                deferred_at = Some(i);
+            }
+        }
+        if st.finish_deferring(&m, &mut out).unwrap().is_some() {
+            deferred_at = Some(chunks.len());
+        }
+        assert_eq!(out, want, "{chunks:x?}");
+        let got = match st.status() {
+            Status::Stopped(i) => Some((i, st.text().stop_sequence(&m))),
+            _ => None,
+        };
+        assert_eq!(got, stop, "{chunks:x?}");
+        assert_eq!(deferred_at, error_at, "{chunks:x?}");
+        if error_at.is_some() {
+            // The same input through `feed` and `finish` fails, as before the rule.
+            let mut old = ByteStream::over(MatchStream::new(&m), false);
+            let mut sink = Vec::new();
+            let failed = chunks.iter().any(|c| old.feed(&m, c, &mut sink).is_err())
+                || old.finish(&m, &mut sink).is_err();
+            assert!(failed, "{chunks:x?}");
+        }
+    }
+    // Without a stop at the end the error is raised by the call that meets it, which changes
+    // nothing; replace mode has no error to defer (U+FFFD is a character).
+    let case = Case { stops: vec![(end[0].clone(), false)], until: None, skip: Vec::new() };
+    let m = case.matcher().unwrap();
+    let mut st = ByteStream::over(MatchStream::new(&m), false);
+    let mut out = Vec::new();
+    st.feed_deferring(&m, b"an e", &mut out).unwrap();
+    let before = st.clone();
+    let e = st.feed_deferring(&m, b"ndx\xff", &mut out).unwrap_err();
+    assert_eq!(e.decode_error().map(|d| (d.start, d.end)), Some((3, 4)));
+    assert_eq!((st.text().held(), out.as_slice()), (before.text().held(), &b"an "[..]));
+    let mut st = ByteStream::over(MatchStream::new(&m), true);
+    let mut out = Vec::new();
+    let (_, d) = st.feed_deferring(&m, b"the end\xff", &mut out).unwrap();
+    assert!(d.is_none());
+    assert_eq!((out.as_slice(), st.status()), (&b"the "[..], Status::Stopped(0)));
+}

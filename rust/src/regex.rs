@@ -8,7 +8,9 @@
 //! the text can take it to a match, and two threads in the same automaton state have the same
 //! future, so only the earlier (whose match would be longer) is kept. The live set is therefore
 //! bounded by the automaton's state count, never by the length of the text, and each character
-//! is looked at once per live thread: held text is never scanned again.
+//! is looked at once per live thread: held text is never scanned again. Whether a state is taken
+//! already is a lookup, not a scan of the other threads, so a character costs the same per live
+//! thread however many there are ([`DfaThreads`] has the measurement).
 //!
 //! Matches are reported one character late: whether `T[s:e]` matches can depend on the character
 //! at `e` (`\b`, `(?m:$)`), so the match ending at `e` is decided when that character arrives, or
@@ -213,14 +215,8 @@ impl Pattern {
     /// Fresh per-stream threads for this pattern.
     pub(crate) fn threads(&self) -> Threads {
         match &self.engine {
-            Engine::Dfa(_) => Threads::Dfa(Vec::new()),
-            Engine::Nfa(n) => Threads::Nfa(NfaThreads {
-                live: Vec::new(),
-                seen: vec![0; n.nfa.states().len()],
-                generation: 0,
-                stack: Vec::new(),
-                scratch: Vec::new(),
-            }),
+            Engine::Dfa(_) => Threads::Dfa(DfaThreads::default()),
+            Engine::Nfa(_) => Threads::Nfa(NfaThreads::default()),
         }
     }
 
@@ -236,7 +232,7 @@ impl Pattern {
         ch: &[u8],
     ) -> Option<usize> {
         match (&self.engine, th) {
-            (Engine::Dfa(d), Threads::Dfa(live)) => d.on_char(live, pos, prev, ch),
+            (Engine::Dfa(d), Threads::Dfa(t)) => d.on_char(t, pos, prev, ch),
             (Engine::Nfa(n), Threads::Nfa(t)) => {
                 n.on_char(t, pos, prev, ch, self.first[ch[0] as usize])
             }
@@ -247,8 +243,8 @@ impl Pattern {
     /// The smallest start of a match ending at the end of the stream.
     pub(crate) fn at_end(&self, th: &mut Threads, prev: &[u8]) -> Option<usize> {
         match (&self.engine, th) {
-            (Engine::Dfa(d), Threads::Dfa(live)) => {
-                live.iter().find(|&&(_, q)| d.info[q as usize] & EOI_MATCH != 0).map(|t| t.0)
+            (Engine::Dfa(d), Threads::Dfa(t)) => {
+                t.live.iter().find(|&&(_, q)| d.info[q as usize] & EOI_MATCH != 0).map(|t| t.0)
             }
             (Engine::Nfa(n), Threads::Nfa(t)) => n.at_end(t, prev),
             _ => None,
@@ -260,9 +256,9 @@ impl Pattern {
     /// for some next character (or the end) but maybe not for all.
     pub(crate) fn pending(&self, th: &mut Threads, prev: &[u8]) -> (Option<usize>, Option<usize>) {
         match (&self.engine, th) {
-            (Engine::Dfa(d), Threads::Dfa(live)) => {
-                let always = live.iter().find(|t| d.info[t.1 as usize] & ALWAYS != 0);
-                let maybe = live.iter().find(|t| {
+            (Engine::Dfa(d), Threads::Dfa(t)) => {
+                let always = t.live.iter().find(|t| d.info[t.1 as usize] & ALWAYS != 0);
+                let maybe = t.live.iter().find(|t| {
                     let i = d.info[t.1 as usize];
                     i & MAYBE != 0 && i & ALWAYS == 0
                 });
@@ -278,7 +274,7 @@ impl Threads {
     /// The earliest start of a live thread: the text from there on may still become a match.
     pub(crate) fn earliest(&self) -> Option<usize> {
         match self {
-            Threads::Dfa(v) => v.first().map(|t| t.0),
+            Threads::Dfa(t) => t.live.first().map(|t| t.0),
             Threads::Nfa(t) => t.live.first().map(|t| t.0),
         }
     }
@@ -286,7 +282,7 @@ impl Threads {
     /// Drops every thread (a skip region began, or the stream starts over).
     pub(crate) fn clear(&mut self) {
         match self {
-            Threads::Dfa(v) => v.clear(),
+            Threads::Dfa(t) => t.live.clear(),
             Threads::Nfa(t) => t.live.clear(),
         }
     }
@@ -294,7 +290,7 @@ impl Threads {
     /// Number of live threads.
     pub(crate) fn len(&self) -> usize {
         match self {
-            Threads::Dfa(v) => v.len(),
+            Threads::Dfa(t) => t.live.len(),
             Threads::Nfa(t) => t.live.len(),
         }
     }
@@ -304,9 +300,136 @@ impl Threads {
 #[derive(Clone, Debug)]
 pub(crate) enum Threads {
     /// (start, DFA state) pairs.
-    Dfa(Vec<(usize, u32)>),
+    Dfa(DfaThreads),
     /// NFA state sets.
     Nfa(NfaThreads),
+}
+
+/// Per-stream threads of the DFA engine.
+///
+/// Two threads in the same state are merged in each step (the earlier start stays), and the
+/// test for "is this state taken already" is a stamp per DFA state ([`Stamps`]), so a step
+/// costs the same for every thread whatever their number. It was a scan of the threads kept so
+/// far, quadratic in their number: with `.{N}x` (every start in the last `N` characters a live
+/// thread, each in its own state) 3.5 / 12 / 42 / 156 / 570 us per character at N = 125 / 250 /
+/// 500 / 1,000 / 2,000 in 4-character chunks, a `(?s).{4000}` length cap 3.2 s for a
+/// 16,000-character response, and `[\s\S]{5000}x` 6.2 ms per character. With the stamps:
+/// 0.34 / 0.56 / 1.3 / 2.3 / 4.4 us, 28 ms and 25 us (`benches/regex_bench.py --quick`, release
+/// build, same 2-core machine, load 1.3-3.3).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct DfaThreads {
+    live: Vec<(usize, u32)>,
+    /// Which states a thread kept in the current step took.
+    taken: Stamps,
+}
+
+/// A set of small integers (DFA or NFA states) that empties in constant time: `marks[i]` is
+/// the round in which `i` was last marked. Scratch space, not state: a clone starts empty (so
+/// copying a stream, as a strict-mode feed does to undo a failing call, does not copy an array
+/// as large as the automaton), and the array grows to the automaton's size on first use.
+#[derive(Debug, Default)]
+struct Stamps {
+    marks: Vec<u32>,
+    round: u32,
+}
+
+impl Clone for Stamps {
+    fn clone(&self) -> Stamps {
+        Stamps::default()
+    }
+}
+
+impl Stamps {
+    /// Empties the set, which then holds integers below `n`.
+    #[inline]
+    fn clear(&mut self, n: usize) {
+        if self.marks.len() < n {
+            self.marks.resize(n, 0);
+        }
+        self.round = self.round.wrapping_add(1);
+        if self.round == 0 {
+            self.marks.iter_mut().for_each(|m| *m = 0);
+            self.round = 1;
+        }
+    }
+
+    /// Adds `i`; `false` if it was there already.
+    #[inline]
+    fn insert(&mut self, i: usize) -> bool {
+        let slot = &mut self.marks[i];
+        if *slot == self.round {
+            return false;
+        }
+        *slot = self.round;
+        true
+    }
+}
+
+/// The NFA engine's test for "is this state set taken already" in a step: an open-addressing
+/// table of the threads kept so far, by a hash of their (sorted) state sets, so that merging
+/// threads costs the same per thread whatever their number, as [`Stamps`] does for the DFA.
+/// The scan it replaced was quadratic there too: `\b.{1000}x` cost 58 us per character; now
+/// about 20 ns per live thread at N = 250 to 4,000 (`\b.{1000}x` 20 us). Scratch space like
+/// [`Stamps`]: a clone starts empty.
+#[derive(Debug, Default)]
+struct SetIndex {
+    /// (hash, index + 1 into the kept threads); 0 is an empty slot.
+    slots: Vec<(u64, usize)>,
+}
+
+impl Clone for SetIndex {
+    fn clone(&self) -> SetIndex {
+        SetIndex::default()
+    }
+}
+
+impl SetIndex {
+    /// Empties the table, for up to `n` entries.
+    #[inline]
+    fn clear(&mut self, n: usize) {
+        let size = (2 * n).next_power_of_two().max(8);
+        self.slots.clear();
+        self.slots.resize(size, (0, 0));
+    }
+
+    /// Records `index` under `hash` unless an entry for which `same` holds is there already
+    /// (then `false`).
+    #[inline]
+    fn insert(&mut self, hash: u64, index: usize, same: impl Fn(usize) -> bool) -> bool {
+        let mask = self.slots.len() - 1;
+        let mut i = hash as usize & mask;
+        loop {
+            let (h, slot) = self.slots[i];
+            if slot == 0 {
+                self.slots[i] = (hash, index + 1);
+                return true;
+            }
+            if h == hash && same(slot - 1) {
+                return false;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+}
+
+/// Up to this many threads, the NFA engine merges them by comparing their state sets directly
+/// rather than through a [`SetIndex`]. On the token corpus (`benches/regex_bench.py`, 4
+/// patterns with a Unicode `\b`, rarely more than a couple of live threads each) the index
+/// alone cost 2.8% more instructions per chunk than the scan it replaced; with the direct
+/// comparison below this count, 1% fewer (callgrind, 117k chunks; wall-clock times on the
+/// shared machine varied by 2x between runs of either build).
+const SCAN_THREADS: usize = 8;
+
+/// A hash of a state set (FxHash's step, then a finalizer that spreads it to the low bits the
+/// table indexes by).
+fn set_hash(set: &[StateID]) -> u64 {
+    let mut h: u64 = set.len() as u64;
+    for id in set {
+        h = (h.rotate_left(5) ^ id.as_u64()).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^ (h >> 33)
 }
 
 /// Longest match in code points, `None` if unbounded.
@@ -472,18 +595,14 @@ impl Dfa {
         self.trans[q as usize * self.stride + self.classes[b as usize] as usize]
     }
 
-    fn on_char(
-        &self,
-        live: &mut Vec<(usize, u32)>,
-        pos: usize,
-        prev: &[u8],
-        ch: &[u8],
-    ) -> Option<usize> {
+    fn on_char(&self, t: &mut DfaThreads, pos: usize, prev: &[u8], ch: &[u8]) -> Option<usize> {
         let mut matched = None;
         let start = self.starts[prev.last().map_or(256, |&b| b as usize)];
+        let live = &mut t.live;
         if start != DEAD && self.next(start, ch[0]) & !MATCH != DEAD {
             live.push((pos, start));
         }
+        t.taken.clear(self.info.len());
         let mut keep = 0;
         for i in 0..live.len() {
             let (s, mut q) = live[i];
@@ -498,8 +617,8 @@ impl Dfa {
                 }
                 q = self.next(q, b) & !MATCH;
             }
-            // Same state, same future: keep the earlier start only.
-            if q != DEAD && !live[..keep].iter().any(|t| t.1 == q) {
+            // Same state, same future: keep the earlier start only (threads are in start order).
+            if q != DEAD && t.taken.insert(q as usize) {
                 live[keep] = (s, q);
                 keep += 1;
             }
@@ -602,14 +721,23 @@ fn transitions(state: &State) -> Vec<(u8, u8, StateID)> {
 }
 
 /// Per-stream threads of the NFA engine: sets of NFA states reached after the last character,
-/// before the assertions at the next position are evaluated.
-#[derive(Clone, Debug)]
+/// before the assertions at the next position are evaluated. Only `live` is state; the rest is
+/// scratch space for one call, which a clone does not copy.
+#[derive(Debug, Default)]
 pub(crate) struct NfaThreads {
     live: Vec<(usize, Vec<StateID>)>,
-    seen: Vec<u32>,
-    generation: u32,
+    /// The states an epsilon closure reached.
+    seen: Stamps,
+    /// The state sets of the threads kept so far in a step.
+    taken: SetIndex,
     stack: Vec<StateID>,
     scratch: Vec<StateID>,
+}
+
+impl Clone for NfaThreads {
+    fn clone(&self) -> NfaThreads {
+        NfaThreads { live: self.live.clone(), ..NfaThreads::default() }
+    }
 }
 
 /// Where an epsilon closure is taken.
@@ -700,13 +828,7 @@ impl Nfa {
     fn viability(&self) -> (Vec<u8>, bool) {
         let n = self.nfa.states().len();
         let classes = class_ranges(&self.word);
-        let mut t = NfaThreads {
-            live: Vec::new(),
-            seen: vec![0; n],
-            generation: 0,
-            stack: Vec::new(),
-            scratch: Vec::new(),
-        };
+        let mut t = NfaThreads::default();
         let mut budget = VIABILITY_BUDGET;
         // Per byte-consuming state: the states a whole character leads to, with the classes of
         // the characters that do.
@@ -838,22 +960,15 @@ impl Nfa {
     /// assertion can hold. Returns whether a match state is in the closure; the byte-consuming
     /// states go to `t.scratch`.
     fn closure(&self, t: &mut NfaThreads, set: &[StateID], ctx: Ctx<'_>) -> bool {
-        t.generation = t.generation.wrapping_add(1);
-        if t.generation == 0 {
-            t.seen.iter_mut().for_each(|g| *g = 0);
-            t.generation = 1;
-        }
-        let g = t.generation;
+        t.seen.clear(self.nfa.states().len());
         t.scratch.clear();
         let mut matched = false;
         t.stack.clear();
         t.stack.extend(set.iter().rev());
         while let Some(id) = t.stack.pop() {
-            let slot = &mut t.seen[id.as_usize()];
-            if *slot == g {
+            if !t.seen.insert(id.as_usize()) {
                 continue;
             }
-            *slot = g;
             match self.nfa.state(id) {
                 State::ByteRange { .. } | State::Sparse(_) | State::Dense(_) => t.scratch.push(id),
                 State::Look { look, next } => {
@@ -917,8 +1032,13 @@ impl Nfa {
         }
         let mut matched = None;
         let mut live = std::mem::take(&mut t.live);
+        // A few threads are compared directly: cheaper than hashing their sets (see `SetIndex`).
+        let indexed = live.len() > SCAN_THREADS;
+        if indexed {
+            t.taken.clear(live.len());
+        }
         let mut keep = 0;
-        let mut set = Vec::new();
+        let (mut set, mut cur) = (Vec::new(), Vec::new());
         let class = if self.prunes { 1u8 << self.class_of(ch) } else { ALL_CLASSES };
         for i in 0..live.len() {
             let (s, ref states) = live[i];
@@ -930,7 +1050,7 @@ impl Nfa {
                 if set.is_empty() {
                     break;
                 }
-                let cur = std::mem::take(&mut set);
+                std::mem::swap(&mut cur, &mut set);
                 self.closure(t, &cur, Ctx::InsideChar);
                 self.step(t, b, &mut set);
             }
@@ -939,8 +1059,18 @@ impl Nfa {
             if self.prunes {
                 set.retain(|id| self.viable[id.as_usize()] & class != 0);
             }
-            if !set.is_empty() && !live[..keep].iter().any(|x| x.1 == set) {
-                live[keep] = (s, std::mem::take(&mut set));
+            // Same state set, same future: keep the earlier start only.
+            let fresh = !set.is_empty()
+                && if indexed {
+                    t.taken.insert(set_hash(&set), keep, |j| live[j].1 == set)
+                } else {
+                    !live[..keep].iter().any(|x| x.1 == set)
+                };
+            if fresh {
+                // The slot's old set (this thread's, or a dropped one's) becomes the next
+                // thread's buffer: no allocation per thread and character.
+                live[keep].0 = s;
+                std::mem::swap(&mut live[keep].1, &mut set);
                 keep += 1;
             }
         }
@@ -1008,6 +1138,86 @@ mod tests {
             assert_eq!(class == 0, c.is_ascii_alphanumeric() || c == '_', "{c:?}");
         }
         assert_eq!(n.class_of(&[0xED, 0xA0, 0x80]), 2);
+    }
+
+    /// Runs the threads of `pattern` over `text`, one character at a time: after each, the
+    /// number of live threads and the earliest start.
+    fn live_after_each_char(pattern: &str, text: &str) -> Vec<(usize, Option<usize>)> {
+        let p = Pattern::new(pattern).unwrap();
+        let mut th = p.threads();
+        let mut prev: &[u8] = b"";
+        let mut out = Vec::new();
+        for (pos, c) in text.char_indices() {
+            let ch = &text.as_bytes()[pos..pos + c.len_utf8()];
+            assert_eq!(p.on_char(&mut th, pos, prev, ch), None, "{pattern} matched in {text:?}");
+            prev = ch;
+            out.push((th.len(), th.earliest()));
+        }
+        out
+    }
+
+    /// Threads that reach the same state are merged, and the earliest start is the one kept:
+    /// every start in a run of `a` reaches the same state of `a+b` (on the DFA; with `\b`, on
+    /// the NFA), so one thread stays, from the run's first `a`, whatever the run's length.
+    #[test]
+    fn threads_in_one_state_merge_into_the_earliest() {
+        for pattern in ["a+b", r"a+b\b", "(?:a|aa)+b", r"a+(?:b|cd)\b"] {
+            let text = format!("x{}", "a".repeat(300));
+            let got = live_after_each_char(pattern, &text);
+            assert_eq!(got[0], (0, None), "{pattern}");
+            for (i, &live) in got.iter().enumerate().skip(1) {
+                assert_eq!(live, (1, Some(1)), "{pattern} after {} characters", i + 1);
+            }
+        }
+    }
+
+    /// With more live threads than [`SCAN_THREADS`] (merged through the DFA's stamps, or the
+    /// NFA's [`SetIndex`]): in a run of `a`, the threads of `(?:a{10}|b)*c` are in 10 states
+    /// (how many `a` of the current ten they have read), so 10 stay, the earliest start first.
+    #[test]
+    fn many_threads_merge_by_state() {
+        for pattern in ["(?:a{10}|b)*c", r"(?:a{10}|b)*c\b"] {
+            let text = format!("x{}", "a".repeat(100));
+            for (i, &live) in live_after_each_char(pattern, &text).iter().enumerate().skip(1) {
+                assert_eq!(live, (i.min(10), Some(1)), "{pattern} after {} characters", i + 1);
+            }
+        }
+        assert!(Pattern::new(r"(?:a{10}|b)*c\b").unwrap().uses_nfa());
+        assert!(!Pattern::new("(?:a{10}|b)*c").unwrap().uses_nfa());
+    }
+
+    /// Threads in different states are never merged: with `.{5}x` over text without `x`, the
+    /// threads from the last 5 starts are in 5 different states (1 to 5 characters read).
+    #[test]
+    fn threads_in_different_states_all_stay() {
+        for pattern in [".{5}x", r".{5}x\b"] {
+            let got = live_after_each_char(pattern, "abcdefghij\u{e9}klmnop");
+            for (i, &live) in got.iter().enumerate() {
+                let want = (i + 1).min(5);
+                let first = i.saturating_sub(4);
+                let pos = first + usize::from(first > 10); // the byte offset (é is 2 bytes)
+                assert_eq!(live, (want, Some(pos)), "{pattern} after {} characters", i + 1);
+            }
+        }
+    }
+
+    #[test]
+    fn stamps_and_set_index_start_empty_after_a_clone_and_a_wrap() {
+        let mut s = Stamps::default();
+        s.clear(4);
+        assert!(s.insert(3) && !s.insert(3));
+        let mut c = s.clone();
+        c.clear(4);
+        assert!(c.insert(3));
+        s.round = u32::MAX;
+        s.clear(4);
+        assert!(s.insert(3) && s.insert(0) && !s.insert(0));
+        let mut t = SetIndex::default();
+        t.clear(3);
+        assert!(t.insert(7, 0, |_| true));
+        assert!(!t.insert(7, 1, |j| j == 0));
+        assert!(t.insert(7, 1, |_| false));
+        assert!(t.insert(8, 2, |_| true));
     }
 
     #[test]

@@ -222,6 +222,15 @@ pub trait TextMatcher: Clone {
     ) -> Result<ByteOut, Error>;
     /// Ends the stream, appending what is released.
     fn finish_text(&mut self, set: &Self::Set, out: &mut Vec<u8>);
+    /// Fires the stop that the end of the text, if it came now, would fire, without ending the
+    /// stream: appends what precedes the cut and returns `true`; else changes nothing and
+    /// returns `false`. The default suits matchers whose stops fire as soon as they complete
+    /// (literal stops), where the end of the text adds nothing; a matcher with look-ahead
+    /// (`\b`, `$`, a literal that a longer regex match may still beat) must override it.
+    fn stop_at_end(&mut self, set: &Self::Set, out: &mut Vec<u8>) -> bool {
+        let _ = (set, out);
+        false
+    }
     /// Marks the stream finished after a stop (nothing is released).
     fn mark_finished(&mut self);
 }
@@ -374,35 +383,85 @@ impl<T: TextMatcher> ByteStream<T> {
     }
 
     /// Feeds a chunk of raw bytes. On error nothing is consumed: the stream is exactly as before
-    /// the call and `out` is unchanged.
+    /// the call and `out` is unchanged. Under strict decoding an invalid sequence is an error
+    /// unless a stop fired before it; [`ByteStream::feed_deferring`] also lets the end of the
+    /// text that the error makes fire a stop (contract §9.9).
     pub fn feed(
         &mut self,
         set: &T::Set,
         input: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<ByteOut, Error> {
+        self.feed_with(set, input, out, false).map(|(fed, _)| fed)
+    }
+
+    /// [`ByteStream::feed`] by the rule of contract §9.9: under strict decoding an invalid
+    /// sequence ends the text for the stops' look-around as [`ByteStream::finish`] would (an
+    /// error is not a character). If the end of the text before the invalid sequence fires a
+    /// stop (`\bend\b` after `"the end"`), the call succeeds: `out` gets the output up to the
+    /// cut, the stream is stopped by that stop, and the decoding error comes back beside the
+    /// output (`Some`), deferred for the caller to raise once it has reported the stop. If it
+    /// fires none, the call fails as `feed` does and consumes nothing. Otherwise the same as
+    /// `feed` (the second value is `None`); in replace mode there is no difference at all.
+    pub fn feed_deferring(
+        &mut self,
+        set: &T::Set,
+        input: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(ByteOut, Option<Error>), Error> {
+        self.feed_with(set, input, out, true)
+    }
+
+    fn feed_with(
+        &mut self,
+        set: &T::Set,
+        input: &[u8],
+        out: &mut Vec<u8>,
+        defer: bool,
+    ) -> Result<(ByteOut, Option<Error>), Error> {
         if self.text.is_finished() {
             return Err(Error::finished());
         }
         if self.text.status() != Status::Open {
-            return Ok(ByteOut::Buffer);
+            return Ok((ByteOut::Buffer, None));
         }
         // Common case: nothing carried over or held, and the chunk is valid on its own.
         if self.tail_len == 0 && self.text.holds_nothing(set) && std::str::from_utf8(input).is_ok()
         {
-            return self.text.feed_text(set, input, out);
+            return self.text.feed_text(set, input, out).map(|fed| (fed, None));
         }
         let saved = self.clone();
         let mark = out.len();
-        let result = self.feed_slow(set, input, out);
+        let result = self.feed_slow(set, input, out, defer);
         if result.is_err() {
             *self = saved;
             out.truncate(mark);
         }
-        result.map(|()| ByteOut::Buffer)
+        result.map(|deferred| (ByteOut::Buffer, deferred))
     }
 
-    fn feed_slow(&mut self, set: &T::Set, input: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
+    /// A strict-mode decoding error `e` where the decoded text so far ends: with `defer`, the
+    /// end of the text may fire a stop, and then `e` is returned deferred instead of raised.
+    fn invalid(
+        &mut self,
+        set: &T::Set,
+        out: &mut Vec<u8>,
+        e: Error,
+        defer: bool,
+    ) -> Result<Option<Error>, Error> {
+        if defer && self.text.stop_at_end(set, out) {
+            return Ok(Some(e));
+        }
+        Err(e)
+    }
+
+    fn feed_slow(
+        &mut self,
+        set: &T::Set,
+        input: &[u8],
+        out: &mut Vec<u8>,
+        defer: bool,
+    ) -> Result<Option<Error>, Error> {
         let carried = self.tail_len as usize;
         let carried_bytes = self.tail;
         let error =
@@ -422,14 +481,14 @@ impl<T: TextMatcher> ByteStream<T> {
                 Head::Incomplete => {
                     self.tail[carried..carried + take].copy_from_slice(&input[..take]);
                     self.tail_len = (carried + take) as u8;
-                    return Ok(());
+                    return Ok(None);
                 }
                 Head::Invalid(n) => {
                     // The carried bytes are a valid prefix, so the maximal subpart is them plus
                     // whatever input bytes still extended it; the byte that broke it is looked
                     // at again below.
                     if !self.replace {
-                        return Err(error(0, n));
+                        return self.invalid(set, out, error(0, n), defer);
                     }
                     self.tail_len = 0;
                     self.push(set, utf8::REPLACEMENT, out)?;
@@ -437,7 +496,7 @@ impl<T: TextMatcher> ByteStream<T> {
                 }
             }
             if self.text.status() != Status::Open {
-                return Ok(());
+                return Ok(None);
             }
         }
         for piece in Pieces::new(&input[pos..]) {
@@ -446,7 +505,7 @@ impl<T: TextMatcher> ByteStream<T> {
                 Piece::Invalid { at, len } => {
                     if !self.replace {
                         let start = carried + pos + at;
-                        return Err(error(start, start + len));
+                        return self.invalid(set, out, error(start, start + len), defer);
                     }
                     self.push(set, utf8::REPLACEMENT, out)?;
                 }
@@ -459,7 +518,7 @@ impl<T: TextMatcher> ByteStream<T> {
                 break;
             }
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Matches decoded bytes and appends what is now safe to emit.
@@ -474,25 +533,52 @@ impl<T: TextMatcher> ByteStream<T> {
     /// character at the end is an error (and the stream stays open, unchanged); in replace mode
     /// it becomes U+FFFD, which takes part in matching like any other character.
     pub fn finish(&mut self, set: &T::Set, out: &mut Vec<u8>) -> Result<(), Error> {
+        self.finish_with(set, out, false).map(drop)
+    }
+
+    /// [`ByteStream::finish`] by the rule of [`ByteStream::feed_deferring`]: in strict mode an
+    /// incomplete character at the end ends the text before it for the stops' look-around. If
+    /// that fires a stop, the call succeeds (`out` gets the output up to the cut, the stream is
+    /// stopped and finished) and returns the decoding error deferred (`Some`); if not, it fails
+    /// as `finish` does, changing nothing. Otherwise the same as `finish` (`None`).
+    pub fn finish_deferring(
+        &mut self,
+        set: &T::Set,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<Error>, Error> {
+        self.finish_with(set, out, true)
+    }
+
+    fn finish_with(
+        &mut self,
+        set: &T::Set,
+        out: &mut Vec<u8>,
+        defer: bool,
+    ) -> Result<Option<Error>, Error> {
         if self.text.status() != Status::Open {
             self.text.mark_finished();
-            return Ok(());
+            return Ok(None);
         }
         let carried = self.tail_len as usize;
         if carried > 0 {
             if !self.replace {
-                return Err(Error::decode(DecodeError {
+                let e = Error::decode(DecodeError {
                     object: self.tail[..carried].to_vec(),
                     start: 0,
                     end: carried,
                     reason: "unexpected end of data",
-                }));
+                });
+                if defer && self.text.stop_at_end(set, out) {
+                    self.text.mark_finished();
+                    return Ok(Some(e));
+                }
+                return Err(e);
             }
             self.tail_len = 0;
             self.push(set, utf8::REPLACEMENT, out)?;
         }
         self.text.finish_text(set, out);
-        Ok(())
+        Ok(None)
     }
 }
 

@@ -106,6 +106,17 @@ impl AsyncDriver {
         lock(py, &self.state)
     }
 
+    /// Takes over the decoding error the built-in filter owes after its stop (contract §9.9),
+    /// to raise after the last output.
+    fn owe(&self, py: Python<'_>, filter: &Py<StopStream>) -> PyResult<()> {
+        if let Some(err) = filter.get().stage_owed(py)? {
+            let exc = err.into_value(py).into_any();
+            let old = self.st(py)?.deferred.replace(exc);
+            drop(old);
+        }
+        Ok(())
+    }
+
     /// Feeds one pulled item (the `position`-th) to the stage.
     fn push<'py>(
         &self,
@@ -118,7 +129,12 @@ impl AsyncDriver {
         }
         let (out, closing) = match self.stage.get() {
             Some(Staged::Filter(filter)) => match filter.get().stage_push(py, item, position) {
-                Ok(pushed) => pushed,
+                Ok((out, stopped)) => {
+                    if stopped {
+                        self.owe(py, filter)?;
+                    }
+                    (out, stopped)
+                }
                 Err(err) => return Ok(bad(py, err)),
             },
             Some(Staged::Python(stage)) => {
@@ -517,10 +533,20 @@ impl AsyncDriver {
         self.close_requested.store(value, Ordering::Release);
     }
 
-    /// Keeps a close's error, to raise after the last output.
+    /// Keeps a close's error, to raise after the last output; when a decoding error is owed
+    /// already (contract §9.9), that one is raised, with the close's as its `__context__`.
     fn _defer(&self, py: Python<'_>, error: Py<PyAny>) -> PyResult<()> {
-        let old = self.st(py)?.deferred.replace(error);
-        drop(old);
+        let first = {
+            let mut st = self.st(py)?;
+            let first = st.deferred.as_ref().map(|first| first.clone_ref(py));
+            if first.is_none() {
+                st.deferred = Some(error.clone_ref(py));
+            }
+            first
+        };
+        if let Some(first) = first {
+            first.bind(py).setattr(pyo3::intern!(py, "__context__"), error)?;
+        }
         Ok(())
     }
 
@@ -564,7 +590,9 @@ impl AsyncDriver {
     fn _end_stage(&self, py: Python<'_>) -> PyResult<()> {
         let owed: Vec<Py<PyAny>> = match self.stage.get() {
             Some(Staged::Filter(filter)) => {
-                filter.get().stage_end(py)?.map(Bound::unbind).into_iter().collect()
+                let out = filter.get().stage_end(py)?.map(Bound::unbind).into_iter().collect();
+                self.owe(py, filter)?;
+                out
             }
             Some(Staged::Python(stage)) => {
                 let owed = stage.bind(py).call_method0(pyo3::intern!(py, "end"))?;

@@ -82,24 +82,31 @@ impl ByteState {
         }
     }
 
+    /// [`ByteStream::feed_deferring`]: a decoding error that comes beside the output is the
+    /// caller's to raise once the stop has been reported (contract §9.9).
     pub(super) fn feed(
         &mut self,
         stops: &Stops,
         input: &[u8],
         out: &mut Vec<u8>,
-    ) -> Result<ByteOut, crate::Error> {
+    ) -> Result<(ByteOut, Option<crate::Error>), crate::Error> {
         match (self, &stops.ext) {
-            (ByteState::Literal(t), _) => t.feed(&stops.set, input, out),
-            (ByteState::Composed(t), Some(c)) => t.feed(&c.matcher, input, out),
-            (ByteState::Composed(_), None) => Ok(ByteOut::Buffer),
+            (ByteState::Literal(t), _) => t.feed_deferring(&stops.set, input, out),
+            (ByteState::Composed(t), Some(c)) => t.feed_deferring(&c.matcher, input, out),
+            (ByteState::Composed(_), None) => Ok((ByteOut::Buffer, None)),
         }
     }
 
-    pub(super) fn finish(&mut self, stops: &Stops, out: &mut Vec<u8>) -> Result<(), crate::Error> {
+    /// [`ByteStream::finish_deferring`], deferring as [`ByteState::feed`] does.
+    pub(super) fn finish(
+        &mut self,
+        stops: &Stops,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<crate::Error>, crate::Error> {
         match (self, &stops.ext) {
-            (ByteState::Literal(t), _) => t.finish(&stops.set, out),
-            (ByteState::Composed(t), Some(c)) => t.finish(&c.matcher, out),
-            (ByteState::Composed(_), None) => Ok(()),
+            (ByteState::Literal(t), _) => t.finish_deferring(&stops.set, out),
+            (ByteState::Composed(t), Some(c)) => t.finish_deferring(&c.matcher, out),
+            (ByteState::Composed(_), None) => Ok(None),
         }
     }
 
@@ -359,7 +366,23 @@ impl StopFilter {
 pub(super) struct ByteStopFilter {
     stops: Stops,
     include_stop: bool,
-    state: TryLock<ByteState>,
+    state: TryLock<ByteFilterState>,
+}
+
+/// A bytes filter's stream, and the decoding error it owes.
+struct ByteFilterState {
+    stream: ByteState,
+    /// Under strict decoding, the error of an invalid sequence whose place ended the text and
+    /// so fired a stop (contract §9.9): raised by the next `feed` or `finish`, once.
+    deferred: Option<crate::Error>,
+}
+
+impl std::ops::Deref for ByteFilterState {
+    type Target = ByteState;
+
+    fn deref(&self) -> &ByteState {
+        &self.stream
+    }
 }
 
 #[pymethods]
@@ -380,7 +403,8 @@ impl ByteStopFilter {
         let replace = parse_errors(errors)?;
         let (stops, include_stop) =
             resolve(py, stops, include_stop, SkipArgs { skip, skip_until })?;
-        let state = TryLock::new(ByteState::new(&stops, include_stop, replace));
+        let stream = ByteState::new(&stops, include_stop, replace);
+        let state = TryLock::new(ByteFilterState { stream, deferred: None });
         Ok(ByteStopFilter { stops, include_stop, state })
     }
 
@@ -396,13 +420,29 @@ impl ByteStopFilter {
             )));
         };
         let mut out = Vec::new();
-        let result = lock(py, &self.state)?.feed(&self.stops, &bytes, &mut out);
+        // The exception is made once the lock is released, as every output is.
+        let result = {
+            let mut st = lock(py, &self.state)?;
+            match st.deferred.take() {
+                Some(owed) => Err(owed),
+                None => st.stream.feed(&self.stops, &bytes, &mut out).map(|(fed, deferred)| {
+                    st.deferred = deferred;
+                    fed
+                }),
+            }
+        };
         bytes_output(py, result, data, &bytes, &out)
     }
 
     fn finish<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let mut out = Vec::new();
-        let result = lock(py, &self.state)?.finish(&self.stops, &mut out);
+        let result = {
+            let mut st = lock(py, &self.state)?;
+            match st.deferred.take() {
+                Some(owed) => Err(owed),
+                None => st.stream.finish(&self.stops, &mut out).map(|d| st.deferred = d),
+            }
+        };
         result.map_err(|e| map_error(py, &e))?;
         Ok(PyBytes::new(py, &out))
     }
@@ -410,7 +450,8 @@ impl ByteStopFilter {
     fn reset(&self, py: Python<'_>) -> PyResult<()> {
         let mut st = lock(py, &self.state)?;
         let replace = st.replace();
-        *st = ByteState::new(&self.stops, self.include_stop, replace);
+        st.stream = ByteState::new(&self.stops, self.include_stop, replace);
+        st.deferred = None;
         Ok(())
     }
 

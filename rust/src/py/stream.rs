@@ -60,7 +60,9 @@ struct StreamState {
     done: bool,
     /// The upstream was closed, or released after running out: no close is left to do.
     settled: bool,
-    /// An exception from closing the upstream after a stop, raised after the last output.
+    /// An exception raised after the last output: from closing the upstream after a stop, or
+    /// the decoding error of an invalid sequence that ended the text and so fired the stop
+    /// (contract §9.9; a failing close is then its `__context__`).
     deferred: Option<PyErr>,
 }
 
@@ -319,7 +321,8 @@ impl StopStream {
                 )));
             };
             let mut buf = Vec::new();
-            let result = b.feed(&c.matcher, &bytes, &mut buf);
+            let result = b.feed_deferring(&c.matcher, &bytes, &mut buf);
+            let result = defer_decoding(py, &mut st.deferred, result);
             let out = bytes_output(py, result, item, &bytes, &buf)?;
             return Ok((!out.as_bytes().is_empty()).then(|| out.into_any()));
         }
@@ -332,7 +335,8 @@ impl StopStream {
                     )));
                 };
                 let mut buf = Vec::new();
-                let result = b.feed(set, &bytes, &mut buf);
+                let result = b.feed_deferring(set, &bytes, &mut buf);
+                let result = defer_decoding(py, &mut st.deferred, result);
                 let out = bytes_output(py, result, item, &bytes, &buf)?;
                 Ok((!out.as_bytes().is_empty()).then(|| out.into_any()))
             }
@@ -361,7 +365,9 @@ impl StopStream {
             }
             (Mode::ComposedBytes(b), Some(c)) => {
                 let mut out = Vec::new();
-                b.finish(&c.matcher, &mut out).map_err(|e| map_error(py, &e))?;
+                let owed =
+                    b.finish_deferring(&c.matcher, &mut out).map_err(|e| map_error(py, &e))?;
+                st.deferred = owed.map(|e| map_error(py, &e));
                 return Ok((!out.is_empty()).then(|| PyBytes::new(py, &out).into_any()));
             }
             (Mode::Unknown, Some(c)) => {
@@ -387,7 +393,8 @@ impl StopStream {
             }
             Mode::Bytes(b) => {
                 let mut out = Vec::new();
-                b.finish(set, &mut out).map_err(|e| map_error(py, &e))?;
+                let owed = b.finish_deferring(set, &mut out).map_err(|e| map_error(py, &e))?;
+                st.deferred = owed.map(|e| map_error(py, &e));
                 Ok((!out.is_empty()).then(|| PyBytes::new(py, &out).into_any()))
             }
             Mode::Stage(stage) => {
@@ -663,7 +670,10 @@ impl StopStream {
         out: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         if let Err(err) = self.close_upstream(py, st) {
-            st.deferred = Some(err);
+            match &st.deferred {
+                Some(first) => first.set_context(py, Some(err)),
+                None => st.deferred = Some(err),
+            }
         }
         if let Mode::Stage(stage) = &st.mode {
             stage_end(py, stage, &mut st.queue)?;
@@ -755,6 +765,22 @@ fn exact_ascii<'a>(text: &'a Bound<'_, PyString>) -> Option<&'a [u8]> {
         let _ = text;
         None
     }
+}
+
+/// A bytes feed by contract §9.9: a decoding error deferred beside the output (the end of the
+/// text before an invalid sequence fired a stop) goes to `deferred`, raised after the last
+/// piece; the feed itself succeeded.
+fn defer_decoding(
+    py: Python<'_>,
+    deferred: &mut Option<PyErr>,
+    result: Result<(ByteOut, Option<crate::Error>), crate::Error>,
+) -> Result<ByteOut, crate::Error> {
+    result.map(|(fed, owed)| {
+        if let Some(e) = owed {
+            *deferred = Some(map_error(py, &e));
+        }
+        fed
+    })
 }
 
 /// Whether the item just fed ended the input: a stop fired, or the stage is closing.
@@ -1021,5 +1047,15 @@ impl StopStream {
         let out = self.finish_mode(py, &mut st);
         self.publish(&st);
         out
+    }
+
+    /// The decoding error owed after the stop that [`StopStream::stage_push`] or
+    /// [`StopStream::stage_end`] reported (contract §9.9), taken: the driver raises it after
+    /// the last output.
+    pub(super) fn stage_owed(&self, py: Python<'_>) -> PyResult<Option<PyErr>> {
+        let Some(mut st) = try_lock(py, &self.state) else {
+            return Err(PyRuntimeError::new_err("filter called re-entrantly while in use"));
+        };
+        Ok(st.deferred.take())
     }
 }
