@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import stopstream
@@ -32,6 +32,7 @@ ALPHABET = ["a", "b", "\u00e9", "-", "\n"]
 """Text characters. Every other character behaves like one of these for the generated patterns
 (``<`` and ``U+FFFD`` like ``-``), so the reference tries only these as continuations."""
 TEXT_CHARS = [*ALPHABET, "<", ">", "ab", " "]
+_TEXT_CHAR_SET = set("".join(TEXT_CHARS)) | {"\ufffd"}
 
 # (Rust, Python, longest match in characters)
 ATOMS: list[tuple[str, str, int]] = [
@@ -242,6 +243,10 @@ def test_unbounded_patterns_final_output_and_no_leak(case: Case, data: st.DataOb
 @given(cases(), st.data())
 def test_byte_filter_matches_reference(case: Case, data: st.DataObject) -> None:
     raw = data.draw(with_invalid_utf8("".join(case.chunks).encode()))
+    # An inserted snippet can complete a character of its own (U+2080 out of "€" and "\x80"):
+    # outside the texts' characters, Python's and Rust's ``\w`` may disagree (Python counts
+    # every numeric character), so such texts are not a test of stopstream.
+    assume(set(raw.decode("utf-8", "replace")) <= _TEXT_CHAR_SET)
     errors = data.draw(st.sampled_from(["strict", "replace"]))
     cuts = data.draw(st.lists(st.integers(0, len(raw)), max_size=5))
     chunks = split(raw, sorted(cuts))
