@@ -247,7 +247,8 @@ pub struct Field {
 }
 
 /// Where the text sits in one provider event, as a table: fields not listed are skipped (and
-/// kept as they are); every listed field but a [`Rule::Null`] one is required.
+/// kept as they are); a listed field is required unless its rule makes it optional
+/// ([`Rule::Null`], [`Rule::Empty`], [`Rule::OptionalText`], [`Rule::Index`], [`Rule::Unscanned`]).
 #[derive(Debug)]
 pub struct Shape {
     /// The fields of the event object.
