@@ -1,0 +1,124 @@
+"""stopstream inside vLLM: a general plugin that applies a request's stop strings (contract §10).
+
+vLLM loads the entry points of the ``vllm.general_plugins`` group in each of its processes
+(filtered by ``VLLM_PLUGINS``) and calls them; this package registers ``register`` there. vLLM
+has no hook for stop strings, so ``register`` replaces the class method
+``IncrementalDetokenizer.from_new_request``: a request with stop strings, or with stopstream
+options in ``SamplingParams.extra_args["stopstream"]``, gets a
+:class:`~stopstream._vllm_detok.StopDetokenizer` around the detokenizer vLLM would have made;
+every other request gets vLLM's own, untouched. It also wraps ``SamplingParams.verify`` so that
+a bad option is a ``ValueError`` at request validation (a 400 from the server), never an error
+inside the engine's output loop.
+
+``STOPSTREAM_VLLM=0`` turns the plugin off. It patches only the vLLM versions it was tested
+against (:data:`TESTED`); under any other it logs that and does nothing.
+
+Importing this module does not import vLLM (``import stopstream`` never does either); vLLM is
+imported by ``register``, which vLLM calls.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from ._vllm_detok import StopDetokenizer
+from ._vllm_options import RequestStops, read_options
+
+__all__ = ["TESTED", "register", "request_stops"]
+
+TESTED = ("0.32.",)
+"""Prefixes of the vLLM versions the plugin was tested against."""
+
+_state: dict[str, Any] = {}
+
+
+def _logger() -> logging.Logger:
+    try:
+        from vllm.logger import init_logger
+
+        logger: logging.Logger = init_logger("stopstream.vllm")
+        return logger
+    except Exception:  # vLLM's logger is a convenience; the standard one always works.
+        return logging.getLogger("stopstream.vllm")
+
+
+def request_stops(params: Any) -> RequestStops | None:
+    """The request's stop options (``None``: vLLM's own detokenizer serves it); raises
+    ``ValueError`` naming a bad option."""
+    return read_options(params)
+
+
+def register() -> None:
+    """Install the plugin into the vLLM of this process (idempotent; never raises)."""
+    if _state.get("registered"):
+        return
+    _state["registered"] = True
+    log = _logger()
+    if os.environ.get("STOPSTREAM_VLLM", "1").strip().lower() in ("0", "false", "no", "off"):
+        log.info("stopstream: vLLM plugin off (STOPSTREAM_VLLM=0)")
+        return
+    try:
+        import vllm
+
+        version = str(getattr(vllm, "__version__", "unknown"))
+        if not version.startswith(TESTED):
+            log.warning(
+                "stopstream: vLLM %s is not a version the plugin was tested against (%s); "
+                "the plugin stays inactive",
+                version,
+                ", ".join(t + "x" for t in TESTED),
+            )
+            return
+        _patch()
+    except Exception:
+        log.exception("stopstream: could not install the vLLM plugin; it stays inactive")
+        return
+    _state["active"] = True
+    log.info("stopstream: vLLM plugin active (vLLM %s): stop strings are applied by stopstream",
+             version)
+
+
+def active() -> bool:
+    """Whether the plugin is installed in this process."""
+    return bool(_state.get("active"))
+
+
+def _patch() -> None:
+    from vllm.sampling_params import SamplingParams
+    from vllm.v1.engine import detokenizer
+
+    cls: Any = detokenizer.IncrementalDetokenizer
+    original = cls.__dict__["from_new_request"].__func__
+    base = detokenizer.BaseIncrementalDetokenizer
+
+    def from_new_request(klass: Any, tokenizer: Any, request: Any) -> Any:
+        inner = original(klass, tokenizer, request)
+        params = request.sampling_params
+        if params is None or not isinstance(inner, base):
+            return inner
+        try:
+            options = read_options(params)
+        except ValueError:
+            # Validation rejects such a request before it gets here; never fail the engine.
+            return inner
+        if options is None:
+            return inner
+        try:
+            return StopDetokenizer(inner, options, params.max_tokens)
+        except Exception:
+            _logger().exception("stopstream: request %s served by vLLM's own stops", request)
+            return original(klass, tokenizer, request)
+
+    cls.from_new_request = classmethod(from_new_request)
+
+    verify = SamplingParams.verify
+
+    def checked_verify(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = verify(self, *args, **kwargs)
+        read_options(self)
+        return result
+
+    SamplingParams.verify = checked_verify
+    _state["original_from_new_request"] = original
