@@ -26,7 +26,7 @@ from typing import Any
 from ._vllm_detok import StopDetokenizer
 from ._vllm_options import RequestStops, read_options
 
-__all__ = ["TESTED", "register", "request_stops"]
+__all__ = ["TESTED", "active", "register", "request_stops", "set_enabled"]
 
 TESTED = ("0.32.",)
 """Prefixes of the vLLM versions the plugin was tested against."""
@@ -38,7 +38,7 @@ def _logger() -> logging.Logger:
     try:
         from vllm.logger import init_logger
 
-        logger: logging.Logger = init_logger("stopstream.vllm")
+        logger: logging.Logger = init_logger("vllm.plugins.stopstream")
         return logger
     except Exception:  # vLLM's logger is a convenience; the standard one always works.
         return logging.getLogger("stopstream.vllm")
@@ -85,6 +85,15 @@ def active() -> bool:
     return bool(_state.get("active"))
 
 
+def set_enabled(enabled: bool) -> None:
+    """Serve requests with stops by stopstream (``True``) or by vLLM's own detokenizer, in this
+    process, after :func:`register` (for comparisons: tests and benchmarks)."""
+    if "classes" not in _state:
+        raise RuntimeError("the stopstream vLLM plugin is not installed in this process")
+    cls, stock, patched = _state["classes"]
+    cls.from_new_request = patched if enabled else stock
+
+
 def _patch() -> None:
     from vllm.sampling_params import SamplingParams
     from vllm.v1.engine import detokenizer
@@ -111,7 +120,8 @@ def _patch() -> None:
             _logger().exception("stopstream: request %s served by vLLM's own stops", request)
             return original(klass, tokenizer, request)
 
-    cls.from_new_request = classmethod(from_new_request)
+    _state["classes"] = (cls, cls.__dict__["from_new_request"], classmethod(from_new_request))
+    cls.from_new_request = _state["classes"][2]
 
     verify = SamplingParams.verify
 
@@ -121,4 +131,3 @@ def _patch() -> None:
         return result
 
     SamplingParams.verify = checked_verify
-    _state["original_from_new_request"] = original
