@@ -64,10 +64,15 @@ def _stop_item(item: object, where: str) -> StopItem:
         value = item.get("text", item.get("regex"))
         if not isinstance(value, str) or not value:
             raise ValueError(f"{where}: the stop's text must be a non-empty string")
+        if "text" in item:
+            return Stop(value, include=include)
+        regex = Regex(value, include=include)
         try:
-            return Stop(value, include=include) if "text" in item else Regex(value, include=include)
+            # The pattern is compiled by a filter: that is where a bad one is reported.
+            StopFilter([regex])
         except ValueError as e:
             raise ValueError(f"{where}: {e}") from None
+        return regex
     raise ValueError(f"{where}: a stop is a string or an object, got {type(item).__name__}")
 
 
