@@ -21,7 +21,7 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from tiny_model import engine_kwargs, make_model  # noqa: E402
+from tiny_model import engine_kwargs, make_model
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,9 @@ def make_request(prompt_ids: list[int], **params: Any) -> Any:
     from vllm import SamplingParams
 
     return SimpleNamespace(
-        request_id="r", prompt_token_ids=prompt_ids, prompt_embeds=None,
+        request_id="r",
+        prompt_token_ids=prompt_ids,
+        prompt_embeds=None,
         sampling_params=SamplingParams(**params),
     )
 
@@ -38,8 +40,13 @@ def test_multi_token_steps(llm: Any, seed: int) -> None:
     stops = [full[a : a + rng.randint(1, 4)] or "x", full[a + 1 : a + 3] or "y"]
     include = rng.random() < 0.3
     min_tokens = rng.choice([0, 0, 3, 10])
-    request = make_request(prompt_ids, max_tokens=100, stop=stops,
-                           include_stop_str_in_output=include, min_tokens=min_tokens)
+    request = make_request(
+        prompt_ids,
+        max_tokens=100,
+        stop=stops,
+        include_stop_str_in_output=include,
+        min_tokens=min_tokens,
+    )
     d = IncrementalDetokenizer.from_new_request(tokenizer, request)
     assert type(d).__name__ == "StopDetokenizer"
     e = expected(texts, ids, "length", None, stops, include, min_tokens)

@@ -72,25 +72,31 @@ def runs(llm: Any) -> dict[str, Any]:
 
     def params(b: dict[str, Any], **kw: Any) -> Any:
         return SamplingParams(
-            seed=b["seed"], n=b["n"], temperature=1.0, max_tokens=MAX_TOKENS,
-            logprobs=b["logprobs"], **kw,
+            seed=b["seed"],
+            n=b["n"],
+            temperature=1.0,
+            max_tokens=MAX_TOKENS,
+            logprobs=b["logprobs"],
+            **kw,
         )
 
-    unstopped = outputs_of(llm.generate([b["prompt"] for b in base], [params(b) for b in base],
-                                        use_tqdm=False))
+    unstopped = outputs_of(
+        llm.generate([b["prompt"] for b in base], [params(b) for b in base], use_tqdm=False)
+    )
     prompt_ids = []
     tokenizer = llm.get_tokenizer()
     cases = []
-    for b, outs in zip(base, unstopped):
+    for b, outs in zip(base, unstopped, strict=True):
         prompt_ids.append(tokenizer.encode(b["prompt"]))
         stops = draw_stops(rng, outs[0].text)
         include = rng.random() < 0.3
         min_tokens = 0 if rng.random() < 0.6 else rng.randint(1, 20)
         cases.append(dict(stops=stops, include=include, min_tokens=min_tokens))
     stopped_params = [
-        params(b, stop=c["stops"], include_stop_str_in_output=c["include"],
-               min_tokens=c["min_tokens"])
-        for b, c in zip(base, cases)
+        params(
+            b, stop=c["stops"], include_stop_str_in_output=c["include"], min_tokens=c["min_tokens"]
+        )
+        for b, c in zip(base, cases, strict=True)
     ]
     prompts = [b["prompt"] for b in base]
     plugin = outputs_of(llm.generate(prompts, stopped_params, use_tqdm=False))
@@ -99,22 +105,37 @@ def runs(llm: Any) -> dict[str, Any]:
         stock = outputs_of(llm.generate(prompts, stopped_params, use_tqdm=False))
     finally:
         stopstream.vllm.set_enabled(True)
-    return dict(base=base, cases=cases, unstopped=unstopped, plugin=plugin, stock=stock,
-                tokenizer=tokenizer, params=stopped_params)
+    return dict(
+        base=base,
+        cases=cases,
+        unstopped=unstopped,
+        plugin=plugin,
+        stock=stock,
+        tokenizer=tokenizer,
+        params=stopped_params,
+    )
 
 
 def expectations(runs: dict[str, Any]) -> list[tuple[int, int, Expected, Any, Any]]:
     """(request, child, expected, plugin's output, stock vLLM's output) for every output."""
     rows = []
-    for i, (case, outs) in enumerate(zip(runs["cases"], runs["unstopped"])):
+    for i, (case, outs) in enumerate(zip(runs["cases"], runs["unstopped"], strict=True)):
         for j, u in enumerate(outs):
             eos = u.finish_reason == "stop"
             prompt_ids = runs["tokenizer"].encode(runs["base"][i]["prompt"])
-            texts = decode_offsets(runs["tokenizer"], prompt_ids, list(u.token_ids), eos,
-                                   runs["params"][i])
+            texts = decode_offsets(
+                runs["tokenizer"], prompt_ids, list(u.token_ids), eos, runs["params"][i]
+            )
             assert texts[-1] == u.text, "the oracle's decoding is vLLM's"
-            e = expected(texts, list(u.token_ids), u.finish_reason, u.stop_reason,
-                         case["stops"], case["include"], case["min_tokens"])
+            e = expected(
+                texts,
+                list(u.token_ids),
+                u.finish_reason,
+                u.stop_reason,
+                case["stops"],
+                case["include"],
+                case["min_tokens"],
+            )
             rows.append((i, j, e, runs["plugin"][i][j], runs["stock"][i][j]))
     return rows
 
@@ -143,7 +164,8 @@ def test_plugin_gives_the_contract(runs: dict[str, Any]) -> None:
         if runs["cases"][i]["min_tokens"] == 0:
             # stopstream.truncate is the one-shot oracle of the same rule.
             cut, stop = stopstream.truncate(
-                runs["unstopped"][i][j].text, runs["cases"][i]["stops"],
+                runs["unstopped"][i][j].text,
+                runs["cases"][i]["stops"],
                 include_stop=runs["cases"][i]["include"],
             )
             assert (cut, stop) == (e.text, e.stop_reason if e.match else None), where
@@ -155,7 +177,7 @@ def test_plugin_gives_the_contract(runs: dict[str, Any]) -> None:
 def why_stock_differs(case: dict[str, Any], full_text: str, e: Expected, stock: Any) -> str:
     """The reason vLLM's own stops give another output, or "unexplained"."""
     if e.match is not None:
-        start, end, index = e.match
+        _, end, index = e.match
         same_end = [m for m in all_matches(full_text, case["stops"]) if m[1] == end]
         if any(m[2] < index for m in same_end):
             return "tie at one end: vLLM takes the first listed, §2.2 the longest"
@@ -166,9 +188,14 @@ def test_stock_vllm_agrees_where_it_is_right(runs: dict[str, Any]) -> None:
     reasons: Counter[str] = Counter()
     for i, j, e, _, stock in expectations(runs):
         same = (stock.text, list(stock.token_ids), stock.finish_reason, stock.stop_reason) == (
-            e.text, e.token_ids, e.finish_reason, e.stop_reason)
+            e.text,
+            e.token_ids,
+            e.finish_reason,
+            e.stop_reason,
+        )
         if not same:
-            reasons[why_stock_differs(runs["cases"][i], runs["unstopped"][i][j].text, e,
-                                      stock)] += 1
+            reasons[
+                why_stock_differs(runs["cases"][i], runs["unstopped"][i][j].text, e, stock)
+            ] += 1
     print("stock vLLM differs from the contract:", dict(reasons))
     assert reasons["unexplained"] == 0, reasons

@@ -29,7 +29,7 @@ def test_extra_stops(llm: Any, as_json: bool) -> None:
         use_tqdm=False,
     )
     requests, oracles = [], []
-    for s, u in zip(seeds, unstopped):
+    for s, u in zip(seeds, unstopped, strict=True):
         text = u.outputs[0].text
         a = rng.randrange(max(1, len(text) - 4))
         own = ["zzzq", text[a + 2 : a + 5] or "q"]
@@ -47,12 +47,15 @@ def test_extra_stops(llm: Any, as_json: bool) -> None:
             skip_until = text[a : a + 2] or None
             options["skip_until"] = skip_until
         extra = json.dumps(options) if as_json else options
-        requests.append(SamplingParams(seed=s, temperature=1.0, max_tokens=40, stop=own,
-                                       extra_args={"stopstream": extra}))
+        requests.append(
+            SamplingParams(
+                seed=s, temperature=1.0, max_tokens=40, stop=own, extra_args={"stopstream": extra}
+            )
+        )
         oracles.append((stops_all, skip_until, u.outputs[0]))
     got = llm.generate([PROMPT] * len(seeds), requests, use_tqdm=False)
     fired = 0
-    for (stops_all, skip_until, u), g, params in zip(oracles, got, requests):
+    for (stops_all, skip_until, u), g, params in zip(oracles, got, requests, strict=True):
         c = g.outputs[0]
         f = stopstream.StopFilter(stops_all, skip_until=skip_until)
         want = f.feed(u.text) + f.finish()
@@ -60,8 +63,13 @@ def test_extra_stops(llm: Any, as_json: bool) -> None:
         if f.stop_reason == "stop_sequence":
             fired += 1
             assert (c.finish_reason, c.stop_reason) == ("stop", f.stop_sequence)
-            texts = decode_offsets(tokenizer, tokenizer.encode(PROMPT), list(u.token_ids),
-                                   u.finish_reason == "stop", params)
+            texts = decode_offsets(
+                tokenizer,
+                tokenizer.encode(PROMPT),
+                list(u.token_ids),
+                u.finish_reason == "stop",
+                params,
+            )
             # The match ends where the filter saw it: at the cut, or the cut plus the stop.
             ends = [len(want), len(want) + len(f.stop_sequence or "")]
             kept = len(c.token_ids)

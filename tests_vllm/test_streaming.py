@@ -50,7 +50,7 @@ def streamed(llm: Any) -> dict[str, Any]:
     )
     tokenizer = llm.get_tokenizer()
     cases = []
-    for s, u in zip(seeds, unstopped):
+    for s, u in zip(seeds, unstopped, strict=True):
         c = u.outputs[0]
         t = c.text
         # Long stops whose prefixes occur often: the case vLLM's fixed holdback costs most.
@@ -61,14 +61,26 @@ def streamed(llm: Any) -> dict[str, Any]:
         include = rng.random() < 0.2
         min_tokens = 0 if rng.random() < 0.7 else rng.randint(1, 10)
         params = SamplingParams(
-            seed=s, temperature=1.0, max_tokens=MAX_TOKENS, stop=stops,
-            include_stop_str_in_output=include, min_tokens=min_tokens,
+            seed=s,
+            temperature=1.0,
+            max_tokens=MAX_TOKENS,
+            stop=stops,
+            include_stop_str_in_output=include,
+            min_tokens=min_tokens,
             output_kind=RequestOutputKind.DELTA,
         )
         eos = c.finish_reason == "stop"
         texts = decode_offsets(tokenizer, tokenizer.encode(PROMPT), list(c.token_ids), eos, params)
-        cases.append(dict(stops=stops, include=include, min_tokens=min_tokens, params=params,
-                          texts=texts, unstopped=c))
+        cases.append(
+            dict(
+                stops=stops,
+                include=include,
+                min_tokens=min_tokens,
+                params=params,
+                texts=texts,
+                unstopped=c,
+            )
+        )
     plugin = run_stepped(llm, [(f"p{i}", c["params"]) for i, c in enumerate(cases)])
     stopstream.vllm.set_enabled(False)
     try:
@@ -83,8 +95,15 @@ def test_minimal_holdback_after_every_step(streamed: dict[str, Any]) -> None:
     for i, case in enumerate(streamed["cases"]):
         texts = case["texts"]
         c = case["unstopped"]
-        e = expected(texts, list(c.token_ids), c.finish_reason, c.stop_reason, case["stops"],
-                     case["include"], case["min_tokens"])
+        e = expected(
+            texts,
+            list(c.token_ids),
+            c.finish_reason,
+            c.stop_reason,
+            case["stops"],
+            case["include"],
+            case["min_tokens"],
+        )
         trace = streamed["plugin"][f"p{i}"]
         *running, (last_tokens, last_text) = trace
         assert last_text == e.text, (i, case["stops"])
@@ -97,6 +116,8 @@ def test_minimal_holdback_after_every_step(streamed: dict[str, Any]) -> None:
             steps += 1
         for k, emitted in streamed["stock"][f"s{i}"][:-1]:
             held_stock += len(texts[k]) - len(emitted)
-    print(f"characters held per step: plugin {held_plugin / steps:.2f}, "
-          f"stock vLLM {held_stock / steps:.2f} ({steps} steps)")
+    print(
+        f"characters held per step: plugin {held_plugin / steps:.2f}, "
+        f"stock vLLM {held_stock / steps:.2f} ({steps} steps)"
+    )
     assert held_plugin < held_stock

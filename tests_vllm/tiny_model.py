@@ -15,8 +15,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 # Non-ASCII lines, so that the vocabulary has multi-byte characters and their pieces.
 EXTRA_TEXT = [
-    "café naïve façade über straße ß Ünïcödé ‘quotes’ “double” — dash … ellipsis",
-    "日本語のテキストと中文文本，还有한국어 텍스트。",
+    "café naïve façade über straße ß Ünïcödé \u2018quotes\u2019 “double” — dash … ellipsis",
+    "日本語のテキストと中文文本\uff0c还有한국어 텍스트。",
     "emoji 😀🎉🚀 and math ∑∫√∞ ≤ ≥ ≠ and arrows → ← ↔",
     "Ελληνικά κείμενα και русский текст и עברית",
 ]

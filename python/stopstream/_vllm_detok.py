@@ -101,7 +101,9 @@ class StopDetokenizer:
 
     def _new_filter(self) -> StopFilter:
         o = self._options
-        return StopFilter(o.stops, include_stop=o.include_stop, skip=o.skip, skip_until=o.skip_until)
+        return StopFilter(
+            o.stops, include_stop=o.include_stop, skip=o.skip, skip_until=o.skip_until
+        )
 
     # vLLM's interface -------------------------------------------------------------------------
 

@@ -110,7 +110,7 @@ def read_options(params: Any) -> RequestStops | None:
         if isinstance(more, str):
             more = [more]
         if not isinstance(more, list):
-            raise ValueError(f"{_OPTION}[\"stop\"]: expected a list, got {type(more).__name__}")
+            raise ValueError(f'{_OPTION}["stop"]: expected a list, got {type(more).__name__}')
         stops.extend(_stop_item(s, f'{_OPTION}["stop"][{i}]') for i, s in enumerate(more))
         skip = _skip(extra.get("skip"))
         until = extra.get("skip_until")

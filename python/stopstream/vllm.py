@@ -19,6 +19,7 @@ imported by ``register``, which vLLM calls.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 from typing import Any
@@ -34,11 +35,14 @@ TESTED = ("0.32.",)
 _state: dict[str, Any] = {}
 
 
+def _vllm(module: str) -> Any:
+    """A vLLM module, typed ``Any``: the package is type-checked without vLLM installed."""
+    return importlib.import_module(module)
+
+
 def _logger() -> logging.Logger:
     try:
-        from vllm.logger import init_logger
-
-        logger: logging.Logger = init_logger("vllm.plugins.stopstream")
+        logger: logging.Logger = _vllm("vllm.logger").init_logger("vllm.plugins.stopstream")
         return logger
     except Exception:  # vLLM's logger is a convenience; the standard one always works.
         return logging.getLogger("stopstream.vllm")
@@ -60,9 +64,7 @@ def register() -> None:
         log.info("stopstream: vLLM plugin off (STOPSTREAM_VLLM=0)")
         return
     try:
-        import vllm
-
-        version = str(getattr(vllm, "__version__", "unknown"))
+        version = str(getattr(_vllm("vllm"), "__version__", "unknown"))
         if not version.startswith(TESTED):
             log.warning(
                 "stopstream: vLLM %s is not a version the plugin was tested against (%s); "
@@ -76,8 +78,9 @@ def register() -> None:
         log.exception("stopstream: could not install the vLLM plugin; it stays inactive")
         return
     _state["active"] = True
-    log.info("stopstream: vLLM plugin active (vLLM %s): stop strings are applied by stopstream",
-             version)
+    log.info(
+        "stopstream: vLLM plugin active (vLLM %s): stop strings are applied by stopstream", version
+    )
 
 
 def active() -> bool:
@@ -95,8 +98,8 @@ def set_enabled(enabled: bool) -> None:
 
 
 def _patch() -> None:
-    from vllm.sampling_params import SamplingParams
-    from vllm.v1.engine import detokenizer
+    SamplingParams: Any = _vllm("vllm.sampling_params").SamplingParams
+    detokenizer = _vllm("vllm.v1.engine.detokenizer")
 
     cls: Any = detokenizer.IncrementalDetokenizer
     original = cls.__dict__["from_new_request"].__func__
