@@ -14,23 +14,24 @@ PROMPT = "The answer is"
 MAX_TOKENS = 32
 
 
-def run_stepped(llm: Any, requests: list[tuple[str, Any]]) -> dict[str, list[tuple[int, str]]]:
-    """Per request: (tokens so far, text so far) after each step that produced an output."""
+def run_stepped(llm: Any, requests: list[tuple[str, Any]]) -> dict[str, list[Any]]:
+    """Per request, after each of its outputs: (outputs so far, which is the number of tokens
+    generated, one per step; text so far; token ids so far; logprobs so far or None)."""
     engine = llm.llm_engine
     for rid, params in requests:
         engine.add_request(rid, PROMPT, params)
-    seen: dict[str, list[tuple[int, str]]] = {rid: [] for rid, _ in requests}
-    tokens = dict.fromkeys(seen, 0)
+    seen: dict[str, list[Any]] = {rid: [] for rid, _ in requests}
     text = dict.fromkeys(seen, "")
-    finished: dict[str, Any] = {}
+    ids: dict[str, list[int]] = {rid: [] for rid in seen}
+    logprobs: dict[str, list[Any]] = {rid: [] for rid in seen}
     while engine.has_unfinished_requests():
         for out in engine.step():
             c = out.outputs[0]
-            tokens[out.request_id] += len(c.token_ids)
-            text[out.request_id] += c.text
-            seen[out.request_id].append((tokens[out.request_id], text[out.request_id]))
-            if out.finished:
-                finished[out.request_id] = c
+            rid = out.request_id
+            text[rid] += c.text
+            ids[rid] += list(c.token_ids)
+            logprobs[rid] += list(c.logprobs or [])
+            seen[rid].append((len(seen[rid]) + 1, text[rid], list(ids[rid]), list(logprobs[rid])))
     return seen
 
 
@@ -68,6 +69,7 @@ def streamed(llm: Any) -> dict[str, Any]:
             include_stop_str_in_output=include,
             min_tokens=min_tokens,
             output_kind=RequestOutputKind.DELTA,
+            logprobs=1,
         )
         eos = c.finish_reason == "stop"
         texts = decode_offsets(tokenizer, tokenizer.encode(PROMPT), list(c.token_ids), eos, params)
@@ -105,16 +107,23 @@ def test_minimal_holdback_after_every_step(streamed: dict[str, Any]) -> None:
             case["min_tokens"],
         )
         trace = streamed["plugin"][f"p{i}"]
-        *running, (last_tokens, last_text) = trace
+        *running, (_, last_text, last_ids, last_logprobs) = trace
         assert last_text == e.text, (i, case["stops"])
-        assert last_tokens == len(e.token_ids), i
-        for k, emitted in running:
+        assert last_ids == e.token_ids, i
+        assert len(last_logprobs) == len(last_ids), i
+        for k, emitted, ids, logprobs in running:
             t = texts[k]
             want = t[: len(t) - held(t, case["stops"], case["include"])]
             assert emitted == want, (i, k, case["stops"], t)
+            # Token ids (and their logprobs) go out with their text: a token once all of its
+            # text has been emitted.
+            released = sum(1 for j in range(1, k + 1) if len(texts[j]) <= len(emitted))
+            assert ids == list(c.token_ids[:released]), (i, k)
+            assert len(logprobs) == len(ids), (i, k)
+            assert all(t_id in lp for t_id, lp in zip(ids, logprobs, strict=True)), (i, k)
             held_plugin += len(t) - len(emitted)
             steps += 1
-        for k, emitted in streamed["stock"][f"s{i}"][:-1]:
+        for k, emitted, _, _ in streamed["stock"][f"s{i}"][:-1]:
             held_stock += len(texts[k]) - len(emitted)
     print(
         f"characters held per step: plugin {held_plugin / steps:.2f}, "

@@ -21,6 +21,7 @@ Nothing here imports vLLM: the wrapped detokenizer is used through the attribute
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import Any
 
 from ._core import Stop, StopFilter
@@ -96,6 +97,9 @@ class StopDetokenizer:
         self._text = ""
         self._out = ""
         self._sent = 0
+        # Where each output token's text ends in `_text`, and how many tokens were streamed.
+        self._ends: list[int] = []
+        self._sent_tokens = 0
         self._done = False
         self._stop: str | None = None
 
@@ -133,6 +137,7 @@ class StopDetokenizer:
             before = len(inner.output_text)
             inner.update([token_id], stop_terminated and i == last)
             piece: str = inner.output_text[before:]
+            self._ends.append(len(self._text) + len(piece))
             if self._feed(piece):
                 return self._stop
         if stop_terminated or (
@@ -153,6 +158,18 @@ class StopDetokenizer:
         piece = self._out[self._sent :]
         self._sent = len(self._out)
         return piece
+
+    def take_released(self, finished: bool) -> tuple[int, int]:
+        """The output tokens to stream with the text emitted so far, as ``(start, end)`` indexes
+        into ``output_token_ids``, and mark them streamed: contract §7's release rule (a token
+        goes out once all of its text has; on a stop or at the end, every token kept)."""
+        if finished or self._done:
+            end = self.num_output_tokens()
+        else:
+            end = bisect_right(self._ends, len(self._out))
+        start = self._sent_tokens
+        self._sent_tokens = max(start, end)
+        return start, self._sent_tokens
 
     # Matching ---------------------------------------------------------------------------------
 

@@ -126,6 +126,8 @@ def _patch() -> None:
     _state["classes"] = (cls, cls.__dict__["from_new_request"], classmethod(from_new_request))
     cls.from_new_request = _state["classes"][2]
 
+    _patch_streamed_tokens()
+
     verify = SamplingParams.verify
 
     def checked_verify(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -134,3 +136,33 @@ def _patch() -> None:
         return result
 
     SamplingParams.verify = checked_verify
+
+
+def _patch_streamed_tokens() -> None:
+    """Streamed token ids and logprobs go out with their text (contract §10, §7's rule).
+
+    In ``DELTA`` mode vLLM sends each step's new token ids (and the last logprobs) whatever
+    text it holds back; for a request the plugin serves, ``RequestState._new_completion_output``
+    is given the tokens whose text has been emitted instead, and their own logprobs.
+    """
+    output_processor = _vllm("vllm.v1.engine.output_processor")
+    delta_kind = _vllm("vllm.sampling_params").RequestOutputKind.DELTA
+    state_cls: Any = output_processor.RequestState
+    original = state_cls._new_completion_output
+
+    def new_completion_output(
+        self: Any, token_ids: Any, finish_reason: Any, stop_reason: Any
+    ) -> Any:
+        d = self.detokenizer
+        if not isinstance(d, StopDetokenizer) or self.output_kind != delta_kind:
+            return original(self, token_ids, finish_reason, stop_reason)
+        # The text first: on the last output it releases what was held.
+        finished = finish_reason is not None
+        start, end = d.take_released(finished)
+        out = original(self, d.output_token_ids[start:end], finish_reason, stop_reason)
+        logprobs = self.logprobs_processor.logprobs
+        if logprobs is not None:
+            out.logprobs = logprobs[start:end]
+        return out
+
+    state_cls._new_completion_output = new_completion_output
