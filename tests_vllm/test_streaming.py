@@ -24,14 +24,20 @@ def run_stepped(llm: Any, requests: list[tuple[str, Any]]) -> dict[str, list[Any
     text = dict.fromkeys(seen, "")
     ids: dict[str, list[int]] = {rid: [] for rid in seen}
     logprobs: dict[str, list[Any]] = {rid: [] for rid in seen}
+    scheduler = engine.engine_core.engine_core.scheduler
+    open_requests = set(seen)
     while engine.has_unfinished_requests():
         for out in engine.step():
             c = out.outputs[0]
             rid = out.request_id
+            if out.finished:
+                open_requests.discard(rid)
             text[rid] += c.text
             ids[rid] += list(c.token_ids)
             logprobs[rid] += list(c.logprobs or [])
             seen[rid].append((len(seen[rid]) + 1, text[rid], list(ids[rid]), list(logprobs[rid])))
+        # A request whose stop fired was aborted in the engine in the same step.
+        assert scheduler.get_num_unfinished_requests() == len(open_requests)
     return seen
 
 
