@@ -78,9 +78,11 @@ def register() -> None:
         log.exception("stopstream: could not install the vLLM plugin; it stays inactive")
         return
     _state["active"] = True
-    log.info(
-        "stopstream: vLLM plugin active (vLLM %s): stop strings are applied by stopstream", version
-    )
+    _state["version"] = version
+    # Every vLLM process loads the plugin, some before their logging is set up (the API
+    # server parses its arguments first); the one line at INFO comes from the process that
+    # detokenizes, when its output processor is made.
+    log.debug("stopstream: vLLM plugin installed (vLLM %s)", version)
 
 
 def active() -> bool:
@@ -127,12 +129,21 @@ def _patch() -> None:
     cls.from_new_request = _state["classes"][2]
 
     _patch_streamed_tokens()
+    _announce_with_the_output_processor()
 
     verify = SamplingParams.verify
+    # vLLM's server answers 400 to its own validation error only (a bare ValueError is a 500);
+    # this one is both, so `LLM` callers get a ValueError as everywhere else.
+    option_error: Any = type(
+        "StopstreamOptionError", (_vllm("vllm.exceptions").VLLMValidationError, ValueError), {}
+    )
 
     def checked_verify(self: Any, *args: Any, **kwargs: Any) -> Any:
         result = verify(self, *args, **kwargs)
-        read_options(self)
+        try:
+            read_options(self)
+        except ValueError as e:
+            raise option_error(str(e), parameter="extra_args") from None
         return result
 
     SamplingParams.verify = checked_verify
@@ -166,3 +177,21 @@ def _patch_streamed_tokens() -> None:
         return out
 
     state_cls._new_completion_output = new_completion_output
+
+
+def _announce_with_the_output_processor() -> None:
+    """Log the start-up line once, when this process makes its first output processor."""
+    cls: Any = _vllm("vllm.v1.engine.output_processor").OutputProcessor
+    init = cls.__init__
+
+    def announcing_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        if not _state.get("announced"):
+            _state["announced"] = True
+            _logger().info(
+                "stopstream: vLLM plugin active (vLLM %s): stop strings are applied by "
+                "stopstream (STOPSTREAM_VLLM=0 turns it off)",
+                _state.get("version"),
+            )
+
+    cls.__init__ = announcing_init
