@@ -13,6 +13,8 @@ import pytest
 from oracle import Expected, all_matches, decode_offsets, expected
 
 import stopstream
+import stopstream.vllm
+from stopstream import _vllm_fast
 
 PROMPTS = ["Hello world", "The answer is", "café — ", "日本語", "stop strings: "]
 REQUESTS = 220
@@ -47,6 +49,16 @@ def draw_stops(rng: random.Random, text: str) -> list[str]:
     return [s for s in stops if s][:10]
 
 
+def _whole_utf8(data: bytes | None) -> bool:
+    if not data:
+        return False
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def outputs_of(request_outputs: list[Any]) -> list[list[Any]]:
     return [sorted(r.outputs, key=lambda c: c.index) for r in request_outputs]
 
@@ -58,6 +70,12 @@ def runs(llm: Any) -> dict[str, Any]:
     import stopstream.vllm
 
     rng = random.Random(20260601)
+    # Half of the requests sample only tokens that are whole UTF-8 on their own, so their text
+    # stays valid and the token-id path serves them to the end; the random weights make the
+    # other half's text full of invalid bytes, which the text path serves.
+    vocab = _vllm_fast.vocab_for(llm.get_tokenizer())
+    assert vocab is not None
+    clean = [i for i in range(len(vocab)) if _whole_utf8(vocab.token_bytes(i))]
     base = []
     for i in range(REQUESTS):
         n = 2 if i % 11 == 0 else 1
@@ -67,6 +85,7 @@ def runs(llm: Any) -> dict[str, Any]:
                 seed=1000 + 10 * i,
                 n=n,
                 logprobs=1 if i % 7 == 0 else None,
+                allowed_token_ids=clean if i % 2 == 0 else None,
             )
         )
 
@@ -77,6 +96,7 @@ def runs(llm: Any) -> dict[str, Any]:
             temperature=1.0,
             max_tokens=MAX_TOKENS,
             logprobs=b["logprobs"],
+            allowed_token_ids=b["allowed_token_ids"],
             **kw,
         )
 
@@ -99,7 +119,15 @@ def runs(llm: Any) -> dict[str, Any]:
         for b, c in zip(base, cases, strict=True)
     ]
     prompts = [b["prompt"] for b in base]
+    before = dict(_vllm_fast.STATS)
     plugin = outputs_of(llm.generate(prompts, stopped_params, use_tqdm=False))
+    token_path = {k: _vllm_fast.STATS[k] - before[k] for k in before}
+    print("token-id path:", token_path)
+    stopstream.vllm.set_token_path(False)
+    try:
+        text_path = outputs_of(llm.generate(prompts, stopped_params, use_tqdm=False))
+    finally:
+        stopstream.vllm.set_token_path(True)
     stopstream.vllm.set_enabled(False)
     try:
         stock = outputs_of(llm.generate(prompts, stopped_params, use_tqdm=False))
@@ -110,6 +138,8 @@ def runs(llm: Any) -> dict[str, Any]:
         cases=cases,
         unstopped=unstopped,
         plugin=plugin,
+        text_path=text_path,
+        token_path=token_path,
         stock=stock,
         tokenizer=tokenizer,
         params=stopped_params,
@@ -146,6 +176,24 @@ def test_same_seed_same_tokens(runs: dict[str, Any]) -> None:
         for j, c in enumerate(outs):
             full = list(runs["unstopped"][i][j].token_ids)
             assert list(c.token_ids) == full[: len(c.token_ids)], (i, j)
+
+
+def test_both_paths_serve_requests(runs: dict[str, Any]) -> None:
+    """The token-id path served requests, kept some to the end and handed some over."""
+    served = runs["token_path"]
+    assert served["requests"] > 50
+    assert 0 < served["handed_over"] < served["requests"]
+
+
+def test_the_text_path_gives_what_the_token_path_gives(runs: dict[str, Any]) -> None:
+    for a, b in zip(runs["plugin"], runs["text_path"], strict=True):
+        for x, y in zip(a, b, strict=True):
+            assert (x.text, list(x.token_ids), x.finish_reason, x.stop_reason) == (
+                y.text,
+                list(y.token_ids),
+                y.finish_reason,
+                y.stop_reason,
+            )
 
 
 def test_plugin_gives_the_contract(runs: dict[str, Any]) -> None:

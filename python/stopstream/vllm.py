@@ -25,9 +25,10 @@ import os
 from typing import Any
 
 from ._vllm_detok import StopDetokenizer
+from ._vllm_fast import TokenDetokenizer, vocab_for
 from ._vllm_options import RequestStops, read_options
 
-__all__ = ["TESTED", "active", "register", "request_stops", "set_enabled"]
+__all__ = ["TESTED", "active", "register", "request_stops", "set_enabled", "set_token_path"]
 
 TESTED = ("0.32.",)
 """Prefixes of the vLLM versions the plugin was tested against."""
@@ -60,7 +61,8 @@ def register() -> None:
         return
     _state["registered"] = True
     log = _logger()
-    if os.environ.get("STOPSTREAM_VLLM", "1").strip().lower() in ("0", "false", "no", "off"):
+    _state["tokens"] = not _off("STOPSTREAM_VLLM_TOKENS")
+    if _off("STOPSTREAM_VLLM"):
         log.info("stopstream: vLLM plugin off (STOPSTREAM_VLLM=0)")
         return
     try:
@@ -83,6 +85,17 @@ def register() -> None:
     # server parses its arguments first); the one line at INFO comes from the process that
     # detokenizes, when its output processor is made.
     log.debug("stopstream: vLLM plugin installed (vLLM %s)", version)
+
+
+def _off(name: str) -> bool:
+    return os.environ.get(name, "1").strip().lower() in ("0", "false", "no", "off")
+
+
+def set_token_path(enabled: bool) -> None:
+    """Let requests take the token-id path where it applies (``True``, the default; the
+    environment's ``STOPSTREAM_VLLM_TOKENS=0`` says ``False``), or serve every request with stops
+    by the text path (for comparisons: tests and benchmarks)."""
+    _state["tokens"] = enabled
 
 
 def active() -> bool:
@@ -108,22 +121,50 @@ def _patch() -> None:
     base = detokenizer.BaseIncrementalDetokenizer
 
     def from_new_request(klass: Any, tokenizer: Any, request: Any) -> Any:
-        inner = original(klass, tokenizer, request)
         params = request.sampling_params
-        if params is None or not isinstance(inner, base):
-            return inner
+        if params is None or tokenizer is None:
+            return original(klass, tokenizer, request)
         try:
             options = read_options(params)
         except ValueError:
             # Validation rejects such a request before it gets here; never fail the engine.
-            return inner
+            return original(klass, tokenizer, request)
         if options is None:
-            return inner
+            return original(klass, tokenizer, request)
         try:
+            fast = _token_path(klass, tokenizer, request, options)
+            if fast is not None:
+                return fast
+            inner = original(klass, tokenizer, request)
+            if not isinstance(inner, base):
+                return inner
             return StopDetokenizer(inner, options, params.max_tokens)
         except Exception:
-            _logger().exception("stopstream: request %s served by vLLM's own stops", request)
+            _logger().exception("stopstream: a request is served by vLLM's own stops")
             return original(klass, tokenizer, request)
+
+    def _token_path(klass: Any, tokenizer: Any, request: Any, options: RequestStops) -> Any:
+        """The token-id path where it gives vLLM's text (see `_vllm_fast`), else None."""
+        params = request.sampling_params
+        if (
+            not _state.get("tokens", True)
+            or options.min_tokens
+            or not params.skip_special_tokens
+            or not detokenizer.uses_fast_detokenizer(tokenizer)
+        ):
+            return None
+        vocab = vocab_for(tokenizer)
+        if vocab is None:
+            return None
+
+        def fallback() -> StopDetokenizer:
+            return StopDetokenizer(original(klass, tokenizer, request), options, params.max_tokens)
+
+        try:
+            return TokenDetokenizer(vocab, options, params.max_tokens, fallback)
+        except (TypeError, ValueError):
+            # This build's TokenStopFilter does not take these stops (regex, skip).
+            return None
 
     _state["classes"] = (cls, cls.__dict__["from_new_request"], classmethod(from_new_request))
     cls.from_new_request = _state["classes"][2]
@@ -165,7 +206,7 @@ def _patch_streamed_tokens() -> None:
         self: Any, token_ids: Any, finish_reason: Any, stop_reason: Any
     ) -> Any:
         d = self.detokenizer
-        if not isinstance(d, StopDetokenizer) or self.output_kind != delta_kind:
+        if not isinstance(d, (StopDetokenizer, TokenDetokenizer)) or self.output_kind != delta_kind:
             return original(self, token_ids, finish_reason, stop_reason)
         # The text first: on the last output it releases what was held.
         finished = finish_reason is not None
