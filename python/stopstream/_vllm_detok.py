@@ -155,8 +155,10 @@ class StopDetokenizer:
             self._finish()
         if not delta:
             return self._out
+        # After a hand-over from the token-id path, what was streamed may run ahead of this
+        # path's text by the whole characters of a token that ended mid-character.
         piece = self._out[self._sent :]
-        self._sent = len(self._out)
+        self._sent = max(self._sent, len(self._out))
         return piece
 
     def take_released(self, finished: bool) -> tuple[int, int]:

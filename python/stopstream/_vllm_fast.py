@@ -132,7 +132,7 @@ class TokenDetokenizer:
         if not delta:
             return self._out
         piece = self._out[self._sent :]
-        self._sent = len(self._out)
+        self._sent = max(self._sent, len(self._out))
         return piece
 
     def take_released(self, finished: bool) -> tuple[int, int]:
