@@ -1,7 +1,8 @@
-"""Plants mutants in the installed plugin (its holdback, its min_tokens rule, its token cut), runs
-the vLLM tests against each, and restores the file: every mutant must make the suite fail.
+"""Plants mutants in the installed plugin (holdback, the min_tokens rule, the token cut, the
+streamed token ids, on both paths), runs the vLLM tests against each, and restores the file:
+every mutant must make the suite fail.
 
-    .venv-vllm/bin/python tests_vllm/mutants.py
+    ../.venv-vllm/bin/python mutants.py      (from tests_vllm/)
 """
 
 import pathlib
@@ -9,40 +10,87 @@ import subprocess
 import sys
 
 import stopstream._vllm_detok
+import stopstream._vllm_fast
 
-site = pathlib.Path(stopstream._vllm_detok.__file__)
-here = pathlib.Path(__file__).resolve().parent
-orig = site.read_text()
-mutants = {
-    "holdback: held text released one step early": (
+TEXT = pathlib.Path(stopstream._vllm_detok.__file__)
+TOKENS = pathlib.Path(stopstream._vllm_fast.__file__)
+HERE = pathlib.Path(__file__).resolve().parent
+
+MUTANTS = [
+    (
+        "text path, holdback: held text released a step early",
+        TEXT,
         "                self._out += self._filter.feed(piece)\n",
         "                self._out += self._filter.feed(piece) + self._filter.pending\n",
     ),
-    "holdback (min_tokens window): one character too few held": (
+    (
+        "text path, holdback of the min_tokens window: one character too few held",
+        TEXT,
         "                    held = k\n",
         "                    held = k - 1\n",
     ),
-    "min_tokens: floor one token early": (
+    (
+        "text path, min_tokens: the rule starts one token early",
+        TEXT,
         "if self.num_output_tokens() < self._options.min_tokens:",
         "if self.num_output_tokens() < self._options.min_tokens - 1:",
     ),
-    "token cut: tokens after the stop in the same step kept": (
+    (
+        "text path, token cut: tokens after the stop in the same step kept",
+        TEXT,
         "            if self._feed(piece):\n                return self._stop\n",
         "            if not self._done and self._feed(piece):\n                pass\n",
     ),
-}
-survivors = []
-for name, (a, b) in mutants.items():
-    assert orig.count(a) == 1, name
-    site.write_text(orig.replace(a, b))
-    try:
-        r = subprocess.run(
-            [sys.executable, "-m", "pytest", "-x", "-q"], cwd=here, capture_output=True, text=True
-        )
+    (
+        "text path, streamed ids: one token ahead of its text",
+        TEXT,
+        "            end = bisect_right(self._ends, len(self._out))\n",
+        "            end = min(len(self._ends), bisect_right(self._ends, len(self._out)) + 1)\n",
+    ),
+    (
+        "token-id path, holdback: held text released a step early",
+        TOKENS,
+        "            self._out += piece.text\n",
+        "            self._out += piece.text + f.pending\n",
+    ),
+    (
+        "token-id path, token cut: the token completing the stop dropped",
+        TOKENS,
+        "                self._done = True\n                self._stop = f.stop_sequence\n",
+        "                self._done = True\n                self._ids.pop()\n"
+        "                self._stop = f.stop_sequence\n",
+    ),
+    (
+        "token-id path, streamed ids: released tokens counted twice",
+        TOKENS,
+        "            self._released += piece.tokens\n",
+        "            self._released += 2 * piece.tokens\n",
+    ),
+]
+
+
+def main() -> int:
+    survivors = []
+    for name, path, a, b in MUTANTS:
+        original = path.read_text()
+        assert original.count(a) == 1, name
+        path.write_text(original.replace(a, b))
+        try:
+            r = subprocess.run(
+                [sys.executable, "-m", "pytest", "-x", "-q", "--ignore=test_served.py"],
+                cwd=HERE,
+                capture_output=True,
+                text=True,
+            )
+        finally:
+            path.write_text(original)
         tail = [s for s in r.stdout.splitlines() if "passed" in s or "failed" in s][-1:]
-        print(f"{name}: {'killed' if r.returncode else 'SURVIVED'} {tail}", flush=True)
+        failed = [s for s in r.stdout.splitlines() if s.startswith("FAILED")][:1]
+        print(f"{name}: {'killed' if r.returncode else 'SURVIVED'} {failed} {tail}", flush=True)
         if r.returncode == 0:
             survivors.append(name)
-    finally:
-        site.write_text(orig)
-sys.exit(1 if survivors else 0)
+    return 1 if survivors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
