@@ -50,21 +50,29 @@ MUTANTS = [
     (
         "token-id path, holdback: held text released a step early",
         TOKENS,
-        "            self._out += piece.text\n",
-        "            self._out += piece.text + f.pending\n",
+        "            self._pieces.append(piece.text)\n            self._chars += len(piece.text)\n"
+        "        if f.stopped:",
+        "            self._pieces.append(piece.text + f.pending)\n"
+        "            self._chars += len(piece.text)\n        if f.stopped:",
     ),
     (
         "token-id path, token cut: the token completing the stop dropped",
         TOKENS,
-        "                self._done = True\n                self._stop = f.stop_sequence\n",
-        "                self._done = True\n                self._ids.pop()\n"
-        "                self._stop = f.stop_sequence\n",
+        "            self._done = True\n            self._stop = f.stop_sequence\n",
+        "            self._done = True\n            self._ids.pop()\n"
+        "            self._stop = f.stop_sequence\n",
     ),
     (
         "token-id path, streamed ids: released tokens counted twice",
         TOKENS,
-        "            self._released += piece.tokens\n",
-        "            self._released += 2 * piece.tokens\n",
+        "        self._released += piece.tokens\n",
+        "        self._released += 2 * piece.tokens\n",
+    ),
+    (
+        "token-id path, the usual step: a token released before its text",
+        TOKENS,
+        "                piece.tokens == 1\n",
+        "                piece.tokens <= 1\n",
     ),
 ]
 

@@ -75,8 +75,12 @@ class TokenDetokenizer:
         self._fallback = fallback
         self._text: StopDetokenizer | None = None
         self._ids: list[int] = []
-        self._out = ""
+        # The emitted text as pieces (one per step, usually a token's shared text object), the
+        # number of characters emitted and sent, and the first piece not sent yet.
+        self._pieces: list[str] = []
+        self._chars = 0
         self._sent = 0
+        self._unsent = 0
         self._released = 0
         self._sent_tokens = 0
         self._done = False
@@ -92,35 +96,78 @@ class TokenDetokenizer:
 
     @property
     def output_text(self) -> str:
-        return self._out if self._text is None else self._text.output_text
+        return self._joined() if self._text is None else self._text.output_text
 
     def update(self, new_token_ids: list[int], stop_terminated: bool) -> str | None:
         if self._text is not None:
             return self._text.update(new_token_ids, stop_terminated)
         if self._done or not new_token_ids:
             return None
-        f = self._filter
-        last = len(new_token_ids) - 1
-        for i, token_id in enumerate(new_token_ids):
-            self._ids.append(token_id)
-            if stop_terminated and i == last and not self._include:
-                # vLLM does not decode an engine stop token unless the stop is included.
-                break
-            piece = f.feed(token_id)
-            if _REPLACEMENT in piece.text or _REPLACEMENT in f.pending:
-                return self._hand_over(new_token_ids[i + 1 :], stop_terminated)
-            self._out += piece.text
-            self._released += piece.tokens
-            if f.stopped:
-                if not self._whole_so_far():
-                    # vLLM's decoding has not produced this token's text yet.
-                    return self._hand_over(new_token_ids[i + 1 :], stop_terminated)
-                self._done = True
-                self._stop = f.stop_sequence
-                return self._stop
+        if len(new_token_ids) == 1 and not stop_terminated:
+            # The usual step: one token whose text goes out whole and stops nothing.
+            token_id = new_token_ids[0]
+            ids = self._ids
+            ids.append(token_id)
+            piece = self._filter.feed(token_id)
+            text = piece.text
+            if (
+                piece.tokens == 1
+                and self._released + 1 == len(ids)
+                and _REPLACEMENT not in text
+                and not self._filter.stopped
+            ):
+                if text:
+                    self._pieces.append(text)
+                    self._chars += len(text)
+                self._released += 1
+                if self._max_tokens is not None and len(ids) >= self._max_tokens:
+                    return self._finish(False)
+                return None
+            done, stop = self._took(piece, [], False)
+            if done:
+                return stop
+        else:
+            last = len(new_token_ids) - 1
+            for i, token_id in enumerate(new_token_ids):
+                self._ids.append(token_id)
+                if stop_terminated and i == last and not self._include:
+                    # vLLM does not decode an engine stop token unless the stop is included.
+                    break
+                done, stop = self._took(
+                    self._filter.feed(token_id), new_token_ids[i + 1 :], stop_terminated
+                )
+                if done:
+                    return stop
         if stop_terminated or (self._max_tokens is not None and len(self._ids) >= self._max_tokens):
             return self._finish(stop_terminated)
         return None
+
+    def _took(self, piece: Any, rest: list[int], stop_terminated: bool) -> tuple[bool, str | None]:
+        """Take what one fed token released; ``(True, stop)`` when the step ends here."""
+        f = self._filter
+        self._released += piece.tokens
+        if _REPLACEMENT in piece.text or (
+            self._released != len(self._ids) and _REPLACEMENT in f.pending
+        ):
+            return True, self._hand_over(rest, stop_terminated)
+        if piece.text:
+            self._pieces.append(piece.text)
+            self._chars += len(piece.text)
+        if f.stopped:
+            if not self._whole_so_far():
+                # vLLM's decoding has not produced this token's text yet.
+                return True, self._hand_over(rest, stop_terminated)
+            self._done = True
+            self._stop = f.stop_sequence
+            return True, self._stop
+        return False, None
+
+    def _joined(self) -> str:
+        if len(self._pieces) > 1:
+            unsent = "".join(self._pieces[self._unsent :])
+            self._pieces = ["".join(self._pieces[: self._unsent]), unsent]
+            self._unsent = 1
+        return "".join(self._pieces)
 
     def get_next_output_text(self, finished: bool, delta: bool) -> str:
         if self._text is not None:
@@ -130,9 +177,14 @@ class TokenDetokenizer:
             if self._text is not None:
                 return self._text.get_next_output_text(finished, delta)
         if not delta:
-            return self._out
-        piece = self._out[self._sent :]
-        self._sent = max(self._sent, len(self._out))
+            return self._joined()
+        pieces = self._pieces
+        n = len(pieces)
+        if self._unsent == n:
+            return ""
+        piece = pieces[-1] if self._unsent == n - 1 else "".join(pieces[self._unsent :])
+        self._unsent = n
+        self._sent = self._chars
         return piece
 
     def take_released(self, finished: bool) -> tuple[int, int]:
@@ -162,7 +214,9 @@ class TokenDetokenizer:
             # An incomplete character at the end: vLLM never releases it.
             return self._hand_over([], stop_terminated, final=True)
         self._done = True
-        self._out += piece.text
+        if piece.text:
+            self._pieces.append(piece.text)
+            self._chars += len(piece.text)
         self._released = len(self._ids)
         if self._filter.stop_reason == "stop_sequence":
             self._stop = self._filter.stop_sequence

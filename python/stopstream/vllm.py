@@ -4,11 +4,13 @@ vLLM loads the entry points of the ``vllm.general_plugins`` group in each of its
 (filtered by ``VLLM_PLUGINS``) and calls them; this package registers ``register`` there. vLLM
 has no hook for stop strings, so ``register`` replaces the class method
 ``IncrementalDetokenizer.from_new_request``: a request with stop strings, or with stopstream
-options in ``SamplingParams.extra_args["stopstream"]``, gets a
-:class:`~stopstream._vllm_detok.StopDetokenizer` around the detokenizer vLLM would have made;
-every other request gets vLLM's own, untouched. It also wraps ``SamplingParams.verify`` so that
-a bad option is a ``ValueError`` at request validation (a 400 from the server), never an error
-inside the engine's output loop.
+options in ``SamplingParams.extra_args["stopstream"]``, gets the token-id path
+(:class:`~stopstream._vllm_fast.TokenDetokenizer`) where it reproduces vLLM's text, else the
+text path (:class:`~stopstream._vllm_detok.StopDetokenizer` around the detokenizer vLLM would
+have made); every other request gets vLLM's own, untouched. ``RequestState`` is patched so
+that streamed token ids and logprobs go out with their text. ``SamplingParams.verify`` is
+wrapped so that a bad option is a ``ValueError`` at request validation (a 400 from the
+server), never an error inside the engine's output loop.
 
 ``STOPSTREAM_VLLM=0`` turns the plugin off. It patches only the vLLM versions it was tested
 against (:data:`TESTED`); under any other it logs that and does nothing.
