@@ -44,8 +44,8 @@ MUTANTS = [
     (
         "text path, streamed ids: one token ahead of its text",
         TEXT,
-        "            end = bisect_right(self._ends, len(self._out))\n",
-        "            end = min(len(self._ends), bisect_right(self._ends, len(self._out)) + 1)\n",
+        "else bisect_right(self._ends, len(self._out))\n",
+        "else min(n, bisect_right(self._ends, len(self._out)) + 1)\n",
     ),
     (
         "token-id path, holdback: held text released a step early",
@@ -69,10 +69,10 @@ MUTANTS = [
         "        self._released += 2 * piece.tokens\n",
     ),
     (
-        "token-id path, the usual step: a token released before its text",
+        "token-id path, the usual step: a held token released before its text",
         TOKENS,
-        "                piece.tokens == 1\n",
-        "                piece.tokens <= 1\n",
+        "                self._released += piece.tokens\n",
+        "                self._released += 1\n",
     ),
 ]
 

@@ -161,19 +161,20 @@ class StopDetokenizer:
         self._sent = max(self._sent, len(self._out))
         return piece
 
-    def take_released(self, finished: bool) -> tuple[int, int]:
+    def stream_tokens(self, finished: bool, count: int) -> tuple[int, int] | None:
         """The output tokens to stream with the text emitted so far, as ``(start, end)`` indexes
-        into ``output_token_ids``, and mark them streamed: contract §7's release rule (a token
-        goes out once all of its text has; on a stop or at the end, every token kept)."""
-        if finished or self._done:
-            end = self.num_output_tokens()
-        else:
-            end = bisect_right(self._ends, len(self._out))
+        into ``output_token_ids``, marked streamed; ``None`` when they are the last ``count``
+        (what vLLM sends anyway). Contract §7's release rule: a token goes out once all of its
+        text has; on a stop or at the end, every token kept."""
+        n = self.num_output_tokens()
+        end = n if finished or self._done else bisect_right(self._ends, len(self._out))
         start = self._sent_tokens
-        self._sent_tokens = max(start, end)
-        return start, self._sent_tokens
-
-    # Matching ---------------------------------------------------------------------------------
+        if end < start:
+            end = start
+        self._sent_tokens = end
+        if end == n and start == n - count:
+            return None
+        return start, end
 
     def _feed(self, piece: str) -> bool:
         """Take one token's text; ``True`` when a stop fired on it."""

@@ -104,22 +104,17 @@ class TokenDetokenizer:
         if self._done or not new_token_ids:
             return None
         if len(new_token_ids) == 1 and not stop_terminated:
-            # The usual step: one token whose text goes out whole and stops nothing.
+            # The usual step: one token, no stop, valid text.
             token_id = new_token_ids[0]
             ids = self._ids
             ids.append(token_id)
             piece = self._filter.feed(token_id)
             text = piece.text
-            if (
-                piece.tokens == 1
-                and self._released + 1 == len(ids)
-                and _REPLACEMENT not in text
-                and not self._filter.stopped
-            ):
+            if not self._filter.stopped and _REPLACEMENT not in text:
                 if text:
                     self._pieces.append(text)
                     self._chars += len(text)
-                self._released += 1
+                self._released += piece.tokens
                 if self._max_tokens is not None and len(ids) >= self._max_tokens:
                     return self._finish(False)
                 return None
@@ -146,16 +141,15 @@ class TokenDetokenizer:
         """Take what one fed token released; ``(True, stop)`` when the step ends here."""
         f = self._filter
         self._released += piece.tokens
-        if _REPLACEMENT in piece.text or (
-            self._released != len(self._ids) and _REPLACEMENT in f.pending
-        ):
+        if _REPLACEMENT in piece.text:
             return True, self._hand_over(rest, stop_terminated)
         if piece.text:
             self._pieces.append(piece.text)
             self._chars += len(piece.text)
         if f.stopped:
-            if not self._whole_so_far():
-                # vLLM's decoding has not produced this token's text yet.
+            if _REPLACEMENT in (f.stop_sequence or "") or not self._whole_so_far():
+                # vLLM's decoding has not produced this token's text yet, or the match holds
+                # invalid bytes (held text is checked here, not on every step).
                 return True, self._hand_over(rest, stop_terminated)
             self._done = True
             self._stop = f.stop_sequence
@@ -187,13 +181,22 @@ class TokenDetokenizer:
         self._sent = self._chars
         return piece
 
-    def take_released(self, finished: bool) -> tuple[int, int]:
+    def stream_tokens(self, finished: bool, count: int) -> tuple[int, int] | None:
+        """The output tokens to stream with the text emitted so far, as ``(start, end)`` indexes
+        into ``output_token_ids``, marked streamed; ``None`` when they are the last ``count``
+        (what vLLM sends anyway). Contract §7's rule: a token goes out once all of its text
+        has; on a stop or at the end, every token kept."""
         if self._text is not None:
-            return self._text.take_released(finished)
-        end = len(self._ids) if finished or self._done else self._released
+            return self._text.stream_tokens(finished, count)
+        n = len(self._ids)
+        end = n if finished or self._done else self._released
         start = self._sent_tokens
-        self._sent_tokens = max(start, end)
-        return start, self._sent_tokens
+        if end < start:
+            end = start
+        self._sent_tokens = end
+        if end == n and start == n - count:
+            return None
+        return start, end
 
     def _whole_so_far(self) -> bool:
         """Whether the text through the last token is valid UTF-8 ending with a whole character,
@@ -210,8 +213,8 @@ class TokenDetokenizer:
     def _finish(self, stop_terminated: bool = False) -> str | None:
         held = self._filter.pending
         piece = self._filter.finish()
-        if piece.text != held:
-            # An incomplete character at the end: vLLM never releases it.
+        if piece.text != held or _REPLACEMENT in piece.text:
+            # An incomplete character at the end (vLLM never releases it), or invalid bytes.
             return self._hand_over([], stop_terminated, final=True)
         self._done = True
         if piece.text:

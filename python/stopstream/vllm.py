@@ -210,9 +210,11 @@ def _patch_streamed_tokens() -> None:
         d = self.detokenizer
         if not isinstance(d, (StopDetokenizer, TokenDetokenizer)) or self.output_kind != delta_kind:
             return original(self, token_ids, finish_reason, stop_reason)
-        # The text first: on the last output it releases what was held.
-        finished = finish_reason is not None
-        start, end = d.take_released(finished)
+        released = d.stream_tokens(finish_reason is not None, len(token_ids))
+        if released is None:
+            # The usual step: what vLLM would send is what goes out with the text.
+            return original(self, token_ids, finish_reason, stop_reason)
+        start, end = released
         out = original(self, d.output_token_ids[start:end], finish_reason, stop_reason)
         logprobs = self.logprobs_processor.logprobs
         if logprobs is not None:
