@@ -50,10 +50,8 @@ MUTANTS = [
     (
         "token-id path, holdback: held text released a step early",
         TOKENS,
-        "            self._pieces.append(piece.text)\n            self._chars += len(piece.text)\n"
-        "        if f.stopped:",
-        "            self._pieces.append(piece.text + f.pending)\n"
-        "            self._chars += len(piece.text)\n        if f.stopped:",
+        "                    self._pieces.append(text)\n",
+        "                    self._pieces.append(text + self._filter.pending)\n",
     ),
     (
         "token-id path, token cut: the token completing the stop dropped",
@@ -65,8 +63,8 @@ MUTANTS = [
     (
         "token-id path, streamed ids: released tokens counted twice",
         TOKENS,
-        "        self._released += piece.tokens\n",
-        "        self._released += 2 * piece.tokens\n",
+        "                self._released += piece.tokens\n",
+        "                self._released += 2 * piece.tokens\n",
     ),
     (
         "token-id path, the usual step: a held token released before its text",
