@@ -68,7 +68,12 @@ def register() -> None:
         log.info("stopstream: vLLM plugin off (STOPSTREAM_VLLM=0)")
         return
     try:
-        version = str(getattr(_vllm("vllm"), "__version__", "unknown"))
+        vllm = _vllm("vllm")
+    except ImportError:
+        log.info("stopstream: vLLM is not installed; the vLLM plugin stays inactive")
+        return
+    try:
+        version = str(getattr(vllm, "__version__", "unknown"))
         if not version.startswith(TESTED):
             log.warning(
                 "stopstream: vLLM %s is not a version the plugin was tested against (%s); "
