@@ -31,11 +31,15 @@ def whole_characters(vocab: Any, ids: Any) -> str:
     return decoder.decode(b"".join(vocab.token_bytes(i) or b"" for i in ids))
 
 
-def run_stepped(llm: Any, requests: list[tuple[str, Any]]) -> dict[str, list[Any]]:
+def run_stepped(
+    llm: Any, requests: list[tuple[str, Any]], stream_interval: int | None = None
+) -> dict[str, list[Any]]:
     """Per request, after each of its outputs: (outputs so far, which is the number of tokens
     generated, one per step; text so far; token ids so far; logprobs so far or None)."""
     engine = llm.llm_engine
     for rid, params in requests:
+        if stream_interval is not None:
+            params.stream_interval = stream_interval
         engine.add_request(rid, PROMPT, params)
     seen: dict[str, list[Any]] = {rid: [] for rid, _ in requests}
     text = dict.fromkeys(seen, "")
@@ -117,12 +121,21 @@ def streamed(llm: Any) -> dict[str, Any]:
             )
         )
     plugin = run_stepped(llm, [(f"p{i}", c["params"]) for i, c in enumerate(cases)])
+    interval = run_stepped(
+        llm, [(f"i{i}", c["params"].clone()) for i, c in enumerate(cases)], stream_interval=3
+    )
     stopstream.vllm.set_enabled(False)
     try:
         stock = run_stepped(llm, [(f"s{i}", c["params"]) for i, c in enumerate(cases)])
     finally:
         stopstream.vllm.set_enabled(True)
-    return dict(cases=cases, plugin=plugin, stock=stock, vocab=_vllm_fast.vocab_for(tokenizer))
+    return dict(
+        cases=cases,
+        plugin=plugin,
+        stock=stock,
+        interval=interval,
+        vocab=_vllm_fast.vocab_for(tokenizer),
+    )
 
 
 def test_minimal_holdback_after_every_step(streamed: dict[str, Any]) -> None:
@@ -178,3 +191,26 @@ def test_minimal_holdback_after_every_step(streamed: dict[str, Any]) -> None:
         f"stock vLLM {held_stock / steps:.2f} ({steps} steps)"
     )
     assert held_plugin < held_stock
+
+
+def test_stream_interval(streamed: dict[str, Any]) -> None:
+    """`stream_interval=3`: the outputs come every third token, and their concatenation is
+    the same cut text with the same token ids and logprobs."""
+    for i, case in enumerate(streamed["cases"]):
+        c = case["unstopped"]
+        e = expected(
+            case["texts"],
+            list(c.token_ids),
+            c.finish_reason,
+            c.stop_reason,
+            case["stops"],
+            case["include"],
+            case["min_tokens"],
+        )
+        trace = streamed["interval"][f"i{i}"]
+        _, text, ids, logprobs = trace[-1]
+        assert (text, ids) == (e.text, e.token_ids), i
+        assert len(logprobs) == len(ids), i
+        for _, emitted, ids_so_far, _ in trace:
+            assert e.text.startswith(emitted) and e.token_ids[: len(ids_so_far)] == ids_so_far
+        assert len(trace) <= len(e.token_ids) // 3 + 2, i
