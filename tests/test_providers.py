@@ -96,6 +96,10 @@ CASES = [
     Case("xai", "grok-code-fast-1", 0),
     Case("xai", "grok-4-fast-non-reasoning", 4),
     Case("xai", "grok-4-1-fast-non-reasoning", 4),
+    Case("vllm", None, 4),
+    Case("vllm", "meta-llama/Llama-3.1-8B-Instruct", 4),
+    Case("sglang", None, None),
+    Case("sglang", "Qwen/Qwen3-8B", None),
     Case("none", None, 0),
     Case("none", "anything", 0),
 ]
@@ -213,3 +217,14 @@ def test_a_stop_sets_own_flags_keep_its_stops_local() -> None:
     for regions in ({"skip_until": "</think>"}, {"skip": [("<think>", "</think>")]}):
         split = split_stops(StopSet(["a"], **regions), "openai")
         assert split.upstream == [] and split.rest == ["a"]
+
+
+def test_vllm_keeps_four_upstream_unless_told_otherwise() -> None:
+    stops = [f"s{i}" for i in range(7)]
+    split = split_stops(stops, "vllm")
+    assert list(split.upstream) == stops[:4] and list(split.rest) == stops[4:]
+    # A server started with VLLM_MAX_STOP_STRINGS=6.
+    split = split_stops(stops, "vllm", limit=6)
+    assert list(split.upstream) == stops[:6] and list(split.rest) == stops[6:]
+    split = split_stops(stops, "sglang")
+    assert list(split.upstream) == stops and not split.rest

@@ -171,6 +171,17 @@ PROVIDERS: dict[str, ProviderLimits] = {
             ("grok-code", _NONE),
         ),
     ),
+    # vLLM's OpenAI-compatible server (and its Anthropic and Cohere routes): `stop` is
+    # `Field(max_length=envs.VLLM_MAX_STOP_STRINGS)`, default 4 (vllm 0.32
+    # `vllm/entrypoints/generate/base/protocol.py`, `vllm/envs.py`; vllm #51447, #51997);
+    # five stops are a 400 ("at most 4 items"). A server started with a higher
+    # `VLLM_MAX_STOP_STRINGS` takes more: pass `limit=`. Empty stops are rejected (#50746).
+    # With the stopstream vLLM plugin installed, `extra_body` takes any number locally.
+    "vllm": ProviderLimits(Limits(4)),
+    # SGLang's OpenAI-compatible server: `stop: Optional[Union[str, List[str]]]` with no count
+    # or length cap (sgl-project/sglang `python/sglang/srt/entrypoints/openai/protocol.py`,
+    # CompletionRequest and ChatCompletionRequest); its scheduler checks every stop each step.
+    "sglang": ProviderLimits(Limits(None)),
     # For a model known to reject `stop`, whoever serves it.
     "none": ProviderLimits(_NONE),
 }

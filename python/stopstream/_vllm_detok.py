@@ -1,0 +1,231 @@
+"""The detokenizer that :mod:`stopstream.vllm` gives a request with stops (contract §10).
+
+It wraps the detokenizer vLLM would have used, with that detokenizer's own stop handling turned
+off, and keeps vLLM's decoding: each new token goes through vLLM's ``update`` one at a time, so
+the text is byte for byte vLLM's (``skip_special_tokens``, ``spaces_between_special_tokens``,
+decoding primed with the prompt, fast and slow tokenizers alike). The stops are stopstream's:
+the decoded text of each token is fed to a :class:`~stopstream.StopFilter`, which gives §2's
+winner and cut and §2.5's minimal holdback. Feeding token by token tells which token completed
+the stop, so the token ids (and, through vLLM's own trimming, the logprobs) end with it.
+
+``min_tokens`` is vLLM's rule: no stop whose match ends within the text of the first
+``min_tokens`` output tokens fires. A filter cannot be told to ignore matches it has already
+seen, so such a request (literal stops only) is scanned by plain substring search until no
+match that started within those first tokens can still end (the longest stop's length later),
+and handed to a filter over the rest of the text from then on.
+
+Nothing here imports vLLM: the wrapped detokenizer is used through the attributes vLLM 0.32's
+``BaseIncrementalDetokenizer`` has (``update``, ``output_text``, ``token_ids``,
+``output_token_ids``, ``num_output_tokens``, ``stop``, ``stop_buffer_length``).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from typing import Any
+
+from ._core import Stop, StopFilter
+from ._vllm_options import RequestStops
+
+__all__ = ["StopDetokenizer"]
+
+
+def _literal(stop: object, include_stop: bool) -> tuple[str, bool]:
+    """A literal stop's text and whether the cut keeps it."""
+    if isinstance(stop, Stop):
+        return stop.text, include_stop if stop.include is None else stop.include
+    assert isinstance(stop, str)
+    return stop, include_stop
+
+
+class _Window:
+    """Substring search for the ``min_tokens`` window: §2's winner among the matches that end
+    after ``floor`` characters, and the holdback of §2.5/§6.2."""
+
+    def __init__(self, options: RequestStops) -> None:
+        self.stops = [_literal(s, options.include_stop) for s in options.stops]
+        self.longest = max(len(s) for s, _ in self.stops)
+        self.floor: int | None = None
+
+    def first_match(self, text: str, searched: int) -> tuple[int, int, int] | None:
+        """``(start, end, index)`` of the winner among matches ending in ``(lo, len(text)]``
+        where ``lo`` is the larger of ``floor`` and ``searched`` (text already searched)."""
+        assert self.floor is not None
+        lo = max(self.floor, searched)
+        best: tuple[int, int, int] | None = None
+        for index, (stop, _) in enumerate(self.stops):
+            start = text.find(stop, max(0, lo + 1 - len(stop)))
+            if start < 0:
+                continue
+            end = start + len(stop)
+            # Earliest end, then the longest (smallest start), then the first listed.
+            if best is None or (end, start) < (best[1], best[0]):
+                best = (start, end, index)
+        return best
+
+    def held(self, text: str) -> int:
+        """The longest suffix of ``text`` that is a proper prefix of a stop whose flag is off."""
+        held = 0
+        for stop, include in self.stops:
+            if include:
+                continue
+            for k in range(min(len(stop) - 1, len(text)), held, -1):
+                if text.endswith(stop[:k]):
+                    held = k
+                    break
+        return held
+
+
+class StopDetokenizer:
+    """vLLM's detokenizer interface (``update``, ``get_next_output_text``, ``output_token_ids``,
+    ``num_output_tokens``) over vLLM's own decoding and stopstream's stops."""
+
+    def __init__(self, inner: Any, options: RequestStops, max_tokens: int | None) -> None:
+        # vLLM's detokenizer decodes; its own stop search and holdback are switched off.
+        inner.stop = []
+        inner.stop_buffer_length = 0
+        self._inner = inner
+        self._options = options
+        self._max_tokens = max_tokens
+        self._filter: StopFilter | None = None
+        self._window: _Window | None = None
+        if options.min_tokens > 0:
+            self._window = _Window(options)
+        else:
+            self._filter = self._new_filter()
+        # All decoded text (the filter's input) and the text certain to be output.
+        self._text = ""
+        self._out = ""
+        self._sent = 0
+        # Where each output token's text ends in `_text`, and how many tokens were streamed.
+        self._ends: list[int] = []
+        self._sent_tokens = 0
+        self._done = False
+        self._stop: str | None = None
+
+    def _new_filter(self) -> StopFilter:
+        o = self._options
+        return StopFilter(
+            o.stops, include_stop=o.include_stop, skip=o.skip, skip_until=o.skip_until
+        )
+
+    # vLLM's interface -------------------------------------------------------------------------
+
+    @property
+    def output_token_ids(self) -> list[int]:
+        ids: list[int] = self._inner.output_token_ids
+        return ids
+
+    def num_output_tokens(self) -> int:
+        n: int = self._inner.num_output_tokens()
+        return n
+
+    @property
+    def output_text(self) -> str:
+        """The text certain to be output so far (the whole output once finished)."""
+        return self._out
+
+    def update(self, new_token_ids: list[int], stop_terminated: bool) -> str | None:
+        """Decode ``new_token_ids`` (the last one is an engine stop token when
+        ``stop_terminated``) and return the stop that fired, if one did. Tokens after the one
+        completing the stop are not kept."""
+        if self._done or not new_token_ids:
+            return None
+        inner = self._inner
+        last = len(new_token_ids) - 1
+        for i, token_id in enumerate(new_token_ids):
+            before = len(inner.output_text)
+            inner.update([token_id], stop_terminated and i == last)
+            piece: str = inner.output_text[before:]
+            self._ends.append(len(self._text) + len(piece))
+            if self._feed(piece):
+                return self._stop
+        if stop_terminated or (
+            self._max_tokens is not None and self.num_output_tokens() >= self._max_tokens
+        ):
+            # The last step: the end of the text decides too (a stop such as `x$`).
+            self._finish()
+            return self._stop
+        return None
+
+    def get_next_output_text(self, finished: bool, delta: bool) -> str:
+        """The output text: all of it (``delta`` off) or what is new since the last call; only
+        what is certain to be output while unfinished."""
+        if finished and not self._done:
+            self._finish()
+        if not delta:
+            return self._out
+        # After a hand-over from the token-id path, what was streamed may run ahead of this
+        # path's text by the whole characters of a token that ended mid-character.
+        piece = self._out[self._sent :]
+        self._sent = max(self._sent, len(self._out))
+        return piece
+
+    def stream_tokens(self, finished: bool, count: int) -> tuple[int, int] | None:
+        """The output tokens to stream with the text emitted so far, as ``(start, end)`` indexes
+        into ``output_token_ids``, marked streamed; ``None`` when they are the last ``count``
+        (what vLLM sends anyway). Contract §7's release rule: a token goes out once all of its
+        text has; on a stop or at the end, every token kept."""
+        n = self.num_output_tokens()
+        end = n if finished or self._done else bisect_right(self._ends, len(self._out))
+        start = self._sent_tokens
+        if end < start:
+            end = start
+        self._sent_tokens = end
+        if end == n and start == n - count:
+            return None
+        return start, end
+
+    def _feed(self, piece: str) -> bool:
+        """Take one token's text; ``True`` when a stop fired on it."""
+        searched = len(self._text)
+        self._text += piece
+        if self._filter is not None:
+            if piece:
+                self._out += self._filter.feed(piece)
+            if self._filter.stopped:
+                self._stopped(self._filter.stop_sequence)
+                return True
+            return False
+        return self._feed_window(searched)
+
+    def _feed_window(self, searched: int) -> bool:
+        window = self._window
+        assert window is not None
+        text = self._text
+        if window.floor is None:
+            if self.num_output_tokens() < self._options.min_tokens:
+                self._out = text[: len(text) - window.held(text)]
+                return False
+            window.floor = len(text)
+        found = window.first_match(text, searched)
+        if found is not None:
+            start, end, index = found
+            stop, include = window.stops[index]
+            self._out = text[:end] if include else text[:start]
+            self._stopped(stop)
+            return True
+        if len(text) >= window.floor + window.longest - 1:
+            # No match that starts within the first tokens can end from here on: a filter over
+            # the rest of the text takes over (it fires nothing on it, the search saw it all).
+            self._window = None
+            self._filter = self._new_filter()
+            self._out = text[: window.floor] + self._filter.feed(text[window.floor :])
+            return False
+        self._out = text[: len(text) - window.held(text)]
+        return False
+
+    def _stopped(self, stop: str | None) -> None:
+        # The token that completed the stop is the last one kept: `update` feeds the wrapped
+        # detokenizer one token at a time and stops there.
+        self._done = True
+        self._stop = stop
+
+    def _finish(self) -> None:
+        self._done = True
+        if self._filter is not None:
+            self._out += self._filter.finish()
+            if self._filter.stop_reason == "stop_sequence":
+                self._stop = self._filter.stop_sequence
+        else:
+            self._out = self._text

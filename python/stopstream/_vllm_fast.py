@@ -1,0 +1,268 @@
+"""The token-id path of :mod:`stopstream.vllm`: one :class:`~stopstream.TokenStopFilter` per
+request over a :class:`~stopstream.Vocab` built once per tokenizer, in place of vLLM's
+``DecodeStream.step`` per token plus its stop search.
+
+It serves a request only where its text is vLLM's own byte for byte (contract §10), which holds
+for a ``tokenizers`` byte-level vocabulary (no leading-space rule), with special tokens skipped,
+literal stops and no ``min_tokens``, while the text is valid UTF-8. The two decoders part ways
+only on bytes that are not valid UTF-8: vLLM's ``DecodeStream`` waits while its text ends in
+U+FFFD and never releases such a tail at the end, where the filter writes U+FFFD by CPython's
+rule at once. So the first U+FFFD (or an incomplete character at the end) hands the request
+over: the ids so far are replayed into the text path
+(:class:`~stopstream._vllm_detok.StopDetokenizer` over vLLM's own detokenizer), which then
+serves it to the end. Up to that token both paths give the same text, so what was already
+streamed stays right. Every other request goes to the text path from the start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ._core import TokenStopFilter, Vocab
+from ._vllm_detok import StopDetokenizer
+from ._vllm_options import RequestStops
+from ._vocab import tokenizers_tokens
+
+__all__ = ["STATS", "TokenDetokenizer", "vocab_for"]
+
+_REPLACEMENT = "\ufffd"
+# id(tokenizer) -> (tokenizer, its vocabulary or None when the path cannot reproduce it). The
+# tokenizer is kept alive with its entry, so an id is never reused while the entry exists.
+_VOCABS: dict[int, tuple[Any, Vocab | None]] = {}
+#: Requests served by this path, and how many of them were handed over to the text path.
+STATS = {"requests": 0, "handed_over": 0}
+
+
+def vocab_for(tokenizer: Any) -> Vocab | None:
+    """The tokenizer's vocabulary, built once; ``None`` if this path cannot reproduce vLLM's
+    decoding for it (not a byte-level ``tokenizers`` vocabulary)."""
+    entry = _VOCABS.get(id(tokenizer))
+    if entry is not None and entry[0] is tokenizer:
+        return entry[1]
+    vocab: Vocab | None
+    try:
+        backend = getattr(tokenizer, "_tokenizer", None) or tokenizer
+        tokens, special, strip = tokenizers_tokens(backend)
+        # A leading-space rule depends on what the prompt decoded to: left to vLLM's decoding.
+        vocab = None if strip else Vocab(tokens, special=special)
+    except (TypeError, ValueError):
+        vocab = None
+    _VOCABS[id(tokenizer)] = (tokenizer, vocab)
+    return vocab
+
+
+class TokenDetokenizer:
+    """vLLM's detokenizer interface over a :class:`~stopstream.TokenStopFilter`; hands over to
+    the text path (``fallback``) where the decoded text stops being valid UTF-8."""
+
+    def __init__(
+        self,
+        vocab: Vocab,
+        options: RequestStops,
+        max_tokens: int | None,
+        fallback: Callable[[], StopDetokenizer],
+    ) -> None:
+        # Raises TypeError/ValueError where this build's filter does not take the options.
+        self._filter = TokenStopFilter(
+            vocab,
+            options.stops,
+            include_stop=options.include_stop,
+            **_skip_kwargs(options),
+        )
+        self._include = options.include_stop
+        self._max_tokens = max_tokens
+        self._fallback = fallback
+        self._text: StopDetokenizer | None = None
+        self._ids: list[int] = []
+        # The emitted text as pieces (one per step, usually a token's shared text object), the
+        # number of characters emitted and sent, and the first piece not sent yet.
+        self._pieces: list[str] = []
+        self._chars = 0
+        self._sent = 0
+        self._unsent = 0
+        self._released = 0
+        self._sent_tokens = 0
+        self._done = False
+        self._stop: str | None = None
+        STATS["requests"] += 1
+
+    @property
+    def output_token_ids(self) -> list[int]:
+        return self._ids if self._text is None else self._text.output_token_ids
+
+    def num_output_tokens(self) -> int:
+        return len(self._ids) if self._text is None else self._text.num_output_tokens()
+
+    @property
+    def output_text(self) -> str:
+        return self._joined() if self._text is None else self._text.output_text
+
+    def update(self, new_token_ids: list[int], stop_terminated: bool) -> str | None:
+        if self._text is not None:
+            return self._text.update(new_token_ids, stop_terminated)
+        if self._done or not new_token_ids:
+            return None
+        if len(new_token_ids) == 1 and not stop_terminated:
+            # The usual step: one token, no stop, valid text.
+            token_id = new_token_ids[0]
+            ids = self._ids
+            ids.append(token_id)
+            piece = self._filter.feed(token_id)
+            text = piece.text
+            if not self._filter.stopped and _REPLACEMENT not in text:
+                if text:
+                    self._pieces.append(text)
+                    self._chars += len(text)
+                self._released += piece.tokens
+                if self._max_tokens is not None and len(ids) >= self._max_tokens:
+                    return self._finish(False)
+                return None
+            done, stop = self._took(piece, [], False)
+            if done:
+                return stop
+        else:
+            last = len(new_token_ids) - 1
+            for i, token_id in enumerate(new_token_ids):
+                self._ids.append(token_id)
+                if stop_terminated and i == last and not self._include:
+                    # vLLM does not decode an engine stop token unless the stop is included.
+                    break
+                done, stop = self._took(
+                    self._filter.feed(token_id), new_token_ids[i + 1 :], stop_terminated
+                )
+                if done:
+                    return stop
+        if stop_terminated or (self._max_tokens is not None and len(self._ids) >= self._max_tokens):
+            return self._finish(stop_terminated)
+        return None
+
+    def _took(self, piece: Any, rest: list[int], stop_terminated: bool) -> tuple[bool, str | None]:
+        """Take what one fed token released; ``(True, stop)`` when the step ends here."""
+        f = self._filter
+        self._released += piece.tokens
+        if _REPLACEMENT in piece.text:
+            return True, self._hand_over(rest, stop_terminated)
+        if piece.text:
+            self._pieces.append(piece.text)
+            self._chars += len(piece.text)
+        if f.stopped:
+            if _REPLACEMENT in (f.stop_sequence or "") or not self._whole_so_far():
+                # vLLM's decoding has not produced this token's text yet, or the match holds
+                # invalid bytes (held text is checked here, not on every step).
+                return True, self._hand_over(rest, stop_terminated)
+            self._done = True
+            self._stop = f.stop_sequence
+            return True, self._stop
+        return False, None
+
+    def _joined(self) -> str:
+        if len(self._pieces) > 1:
+            unsent = "".join(self._pieces[self._unsent :])
+            self._pieces = ["".join(self._pieces[: self._unsent]), unsent]
+            self._unsent = 1
+        return "".join(self._pieces)
+
+    def get_next_output_text(self, finished: bool, delta: bool) -> str:
+        if self._text is not None:
+            return self._text.get_next_output_text(finished, delta)
+        if finished and not self._done:
+            self._finish()
+            if self._text is not None:
+                return self._text.get_next_output_text(finished, delta)
+        if not delta:
+            return self._joined()
+        pieces = self._pieces
+        n = len(pieces)
+        if self._unsent == n:
+            return ""
+        piece = pieces[-1] if self._unsent == n - 1 else "".join(pieces[self._unsent :])
+        self._unsent = n
+        self._sent = self._chars
+        return piece
+
+    def stream_tokens(self, finished: bool, count: int) -> tuple[int, int] | None:
+        """The output tokens to stream with the text emitted so far, as ``(start, end)`` indexes
+        into ``output_token_ids``, marked streamed; ``None`` when they are the last ``count``
+        (what vLLM sends anyway). Contract §7's rule: a token goes out once all of its text
+        has; on a stop or at the end, every token kept."""
+        if self._text is not None:
+            return self._text.stream_tokens(finished, count)
+        n = len(self._ids)
+        end = n if finished or self._done else self._released
+        start = self._sent_tokens
+        if end < start:
+            end = start
+        self._sent_tokens = end
+        if end == n and start == n - count:
+            return None
+        return start, end
+
+    def _whole_so_far(self) -> bool:
+        """Whether the text through the last token is valid UTF-8 ending with a whole character,
+        so that vLLM's decoding has released it too. The text before it was valid (else the
+        request was handed over), so at most an incomplete character is open before it."""
+        vocab = self._filter.vocab
+        before = b"".join(vocab.token_bytes(i) or b"" for i in self._ids[-5:-1])
+        try:
+            (_open_tail(before) + (vocab.token_bytes(self._ids[-1]) or b"")).decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+        return True
+
+    def _finish(self, stop_terminated: bool = False) -> str | None:
+        held = self._filter.pending
+        piece = self._filter.finish()
+        if piece.text != held or _REPLACEMENT in piece.text:
+            # An incomplete character at the end (vLLM never releases it), or invalid bytes.
+            return self._hand_over([], stop_terminated, final=True)
+        self._done = True
+        if piece.text:
+            self._pieces.append(piece.text)
+            self._chars += len(piece.text)
+        self._released = len(self._ids)
+        if self._filter.stop_reason == "stop_sequence":
+            self._stop = self._filter.stop_sequence
+        return self._stop
+
+    def _hand_over(self, rest: list[int], stop_terminated: bool, final: bool = False) -> str | None:
+        """Replay every id so far into the text path, which serves the request from now on."""
+        STATS["handed_over"] += 1
+        text = self._fallback()
+        ids = self._ids
+        stop: str | None = None
+        for k, token_id in enumerate(ids):
+            last = k == len(ids) - 1 and not rest
+            stop = text.update([token_id], stop_terminated and last)
+            if stop is not None:
+                break
+        # What was streamed is a prefix of what the text path gives: the same text up to here.
+        text._sent = self._sent
+        text._sent_tokens = self._sent_tokens
+        self._text = text
+        if stop is None and rest:
+            stop = text.update(rest, stop_terminated)
+        if stop is None and final:
+            text.get_next_output_text(True, False)
+        return stop
+
+
+def _open_tail(data: bytes) -> bytes:
+    """The incomplete character at the end of ``data`` (valid UTF-8 but for that tail)."""
+    for back in range(1, min(3, len(data)) + 1):
+        byte = data[-back]
+        if byte < 0x80:
+            return b""
+        if byte >= 0xC0:
+            need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return data[-back:] if need > back else b""
+    return b""
+
+
+def _skip_kwargs(options: RequestStops) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {}
+    if options.skip is not None:
+        kwargs["skip"] = options.skip
+    if options.skip_until is not None:
+        kwargs["skip_until"] = options.skip_until
+    return kwargs

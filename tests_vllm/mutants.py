@@ -1,0 +1,105 @@
+"""Plants mutants in the installed plugin (holdback, the min_tokens rule, the token cut, the
+streamed token ids, on both paths), runs the vLLM tests against each, and restores the file:
+every mutant must make the suite fail.
+
+    ../.venv-vllm/bin/python mutants.py [NAME-PART ...]      (from tests_vllm/)
+"""
+
+import pathlib
+import subprocess
+import sys
+
+import stopstream._vllm_detok
+import stopstream._vllm_fast
+
+TEXT = pathlib.Path(stopstream._vllm_detok.__file__)
+TOKENS = pathlib.Path(stopstream._vllm_fast.__file__)
+HERE = pathlib.Path(__file__).resolve().parent
+
+MUTANTS = [
+    (
+        "text path, holdback: held text released a step early",
+        TEXT,
+        "                self._out += self._filter.feed(piece)\n",
+        "                self._out += self._filter.feed(piece) + self._filter.pending\n",
+    ),
+    (
+        "text path, holdback of the min_tokens window: one character too few held",
+        TEXT,
+        "                    held = k\n",
+        "                    held = k - 1\n",
+    ),
+    (
+        "text path, min_tokens: the rule starts one token early",
+        TEXT,
+        "if self.num_output_tokens() < self._options.min_tokens:",
+        "if self.num_output_tokens() < self._options.min_tokens - 1:",
+    ),
+    (
+        "text path, token cut: tokens after the stop in the same step kept",
+        TEXT,
+        "            if self._feed(piece):\n                return self._stop\n",
+        "            if not self._done and self._feed(piece):\n                pass\n",
+    ),
+    (
+        "text path, streamed ids: one token ahead of its text",
+        TEXT,
+        "else bisect_right(self._ends, len(self._out))\n",
+        "else min(n, bisect_right(self._ends, len(self._out)) + 1)\n",
+    ),
+    (
+        "token-id path, holdback: held text released a step early",
+        TOKENS,
+        "                    self._pieces.append(text)\n",
+        "                    self._pieces.append(text + self._filter.pending)\n",
+    ),
+    (
+        "token-id path, token cut: the token completing the stop dropped",
+        TOKENS,
+        "            self._done = True\n            self._stop = f.stop_sequence\n",
+        "            self._done = True\n            self._ids.pop()\n"
+        "            self._stop = f.stop_sequence\n",
+    ),
+    (
+        "token-id path, streamed ids: released tokens counted twice",
+        TOKENS,
+        "                self._released += piece.tokens\n",
+        "                self._released += 2 * piece.tokens\n",
+    ),
+    (
+        "token-id path, the usual step: a held token released before its text",
+        TOKENS,
+        "                self._released += piece.tokens\n",
+        "                self._released += 1\n",
+    ),
+]
+
+
+def main() -> int:
+    survivors = []
+    chosen = sys.argv[1:]  # substrings of the names to run; none: all
+    for name, path, a, b in MUTANTS:
+        if chosen and not any(c in name for c in chosen):
+            continue
+        original = path.read_text()
+        assert original.count(a) == 1, name
+        path.write_text(original.replace(a, b))
+        try:
+            r = subprocess.run(
+                [sys.executable, "-m", "pytest", "-x", "-q", "--ignore=test_served.py"],
+                cwd=HERE,
+                capture_output=True,
+                text=True,
+            )
+        finally:
+            path.write_text(original)
+        tail = [s for s in r.stdout.splitlines() if "passed" in s or "failed" in s][-1:]
+        failed = [s for s in r.stdout.splitlines() if s.startswith("FAILED")][:1]
+        print(f"{name}: {'killed' if r.returncode else 'SURVIVED'} {failed} {tail}", flush=True)
+        if r.returncode == 0:
+            survivors.append(name)
+    return 1 if survivors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""The plugin's detokenizer driven directly, as `OutputProcessor` drives it, with several tokens
+per step (as speculative decoding delivers them): the stop is found at the token that
+completes it, and the tokens after it in the same step are not kept."""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from oracle import decode_offsets, expected
+
+import stopstream.vllm
+
+
+def make_request(prompt_ids: list[int], **params: Any) -> Any:
+    from vllm import SamplingParams
+
+    return SimpleNamespace(
+        request_id="r",
+        prompt_token_ids=prompt_ids,
+        prompt_embeds=None,
+        sampling_params=SamplingParams(**params),
+    )
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_multi_token_steps(llm: Any, seed: int) -> None:
+    from vllm.v1.engine.detokenizer import IncrementalDetokenizer
+
+    rng = random.Random(seed)
+    tokenizer = llm.get_tokenizer()
+    prompt_ids = tokenizer.encode("Hello")
+    ids = [rng.randrange(3, tokenizer.vocab_size) for _ in range(40)]
+    request = make_request(prompt_ids, max_tokens=100)
+    texts = decode_offsets(tokenizer, prompt_ids, ids, False, request.sampling_params)
+    full = texts[-1]
+    a = rng.randrange(max(1, len(full) - 3))
+    stops = [full[a : a + rng.randint(1, 4)] or "x", full[a + 1 : a + 3] or "y"]
+    include = rng.random() < 0.3
+    min_tokens = rng.choice([0, 0, 3, 10])
+    request = make_request(
+        prompt_ids,
+        max_tokens=100,
+        stop=stops,
+        include_stop_str_in_output=include,
+        min_tokens=min_tokens,
+    )
+    d = IncrementalDetokenizer.from_new_request(tokenizer, request)
+    assert type(d).__name__ == ("StopDetokenizer" if min_tokens else "TokenDetokenizer")
+    e = expected(texts, ids, "length", None, stops, include, min_tokens)
+    i = 0
+    stop = None
+    while i < len(ids) and stop is None:
+        step = rng.randint(1, 5)
+        stop = d.update(ids[i : i + step], False)
+        d.get_next_output_text(False, True)
+        i += step
+    assert stop == (e.stop_reason if e.match else None), (stops, full)
+    assert d.output_token_ids == (e.token_ids if e.match else ids[:i]), (stops, full)
+    assert d.get_next_output_text(True, False) == (e.text if e.match else texts[min(i, 40)])
+
+
+def test_bad_options_are_value_errors_naming_them(llm: Any) -> None:
+    from vllm import SamplingParams
+
+    bad = [
+        ({"stop": [""]}, 'extra_args["stopstream"]["stop"][0]'),
+        ({"stop": [{"regex": "("}]}, '["stop"][0]'),
+        ({"stop": [{"regex": "a*"}]}, '["stop"][0]'),
+        ({"stop": [{"text": "a", "include": "yes"}]}, '"include"'),
+        ({"skip": [["<think>"]]}, '["skip"][0]'),
+        ({"skip_until": 3}, '["skip_until"]'),
+        ({"stops": ["a"]}, "unknown option 'stops'"),
+        ("{not json", "not valid JSON"),
+    ]
+    for options, words in bad:
+        params = SamplingParams(max_tokens=4, extra_args={"stopstream": options})
+        with pytest.raises(ValueError, match=None) as info:
+            llm.generate(["Hello"], [params], use_tqdm=False)
+        assert words in str(info.value), (options, str(info.value))
+    # The engine still serves requests afterwards.
+    out = llm.generate(["Hello"], [SamplingParams(max_tokens=4, seed=1)], use_tqdm=False)
+    assert len(out[0].outputs[0].token_ids) == 4
+
+
+def test_requests_without_stops_get_vllms_own_detokenizer(llm: Any) -> None:
+    from vllm.v1.engine.detokenizer import IncrementalDetokenizer
+
+    tokenizer = llm.get_tokenizer()
+    d = IncrementalDetokenizer.from_new_request(tokenizer, make_request([1, 2], max_tokens=5))
+    assert type(d).__name__ == "FastIncrementalDetokenizer"
+    assert stopstream.vllm.active()
