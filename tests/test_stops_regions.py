@@ -488,7 +488,10 @@ def test_token_filter_takes_composed_lists() -> None:
     """``Stop``, ``Regex`` and skip regions over token ids: the text is what the byte filter
     gives for the same bytes (``tests/test_token_stops.py`` has the differential tests)."""
     vocab = stopstream.Vocab([b"a", b"b", b" ", b"<t>", b"</t>"])
-    stops = [stopstream.Regex(r"ab\b"), stopstream.Stop("b", include=True)]
+    stops: list[stopstream.Regex | stopstream.Stop] = [
+        stopstream.Regex(r"ab\b"),
+        stopstream.Stop("b", include=True),
+    ]
     f = stopstream.TokenStopFilter(vocab, stops, skip=[("<t>", "</t>")])
     ids = [3, 1, 4, 0, 1, 0, 1, 2]
     got = "".join(f.feed([i]).text for i in ids) + f.finish().text

@@ -278,7 +278,14 @@ class _Scan:
                 continue
             best: Win | None = None
             for index in range(len(self.items)):
-                for start in range(segment, end):
+                literal = self.literal(index)
+                # A literal can only start at one place; a pattern anywhere.
+                starts = (
+                    range(segment, end)
+                    if literal is None
+                    else range(max(segment, end - len(literal)), end)
+                )
+                for start in starts:
                     if self.ends_at(index, text, start, end):
                         if best is None or (start, index) < (best[0], best[2]):
                             best = (start, end, index)
