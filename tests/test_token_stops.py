@@ -101,11 +101,11 @@ CHAR_IDS = {"a": [0], "b": [1], "\u00e9": [3], "-": [6], "\n": [7], "<": [8], ">
 @st.composite
 def token_ids(draw: st.DrawFn, stops: tuple[Item, ...], broken: bool) -> list[int]:
     """Up to 10 pieces of ids: whole tokens (mostly the characters patterns are made of), é
-    split across two ids (always completed), a literal stop spelled out, and with ``broken``
-    invalid bytes, part of a character, and ids not in the vocabulary."""
+    split across two ids (always completed), tokens without text, a literal stop spelled out,
+    and with ``broken`` invalid bytes, part of a character, and ids not in the vocabulary."""
     literals = [i.text for i in stops if i.kind != "regex"]
     whole = st.one_of(st.sampled_from([0, 1, 2, 3, 6, 7, 11]), st.sampled_from(WHOLE))
-    kinds = ["whole"] * 6 + ["split"] + ["stop"] * (2 if literals else 0)
+    kinds = ["whole"] * 6 + ["split", "none", "none"] + ["stop"] * (2 if literals else 0)
     kinds += ["broken", "broken", "bad"] if broken else []
     ids: list[int] = []
     for _ in range(draw(st.integers(0, 10))):
@@ -114,6 +114,8 @@ def token_ids(draw: st.DrawFn, stops: tuple[Item, ...], broken: bool) -> list[in
             ids.append(draw(whole))
         elif kind == "split":
             ids += [4, 5]
+        elif kind == "none":
+            ids.append(draw(st.sampled_from([16, 17, 19])))
         elif kind == "stop":
             ids += [i for ch in draw(st.sampled_from(literals)) for i in CHAR_IDS[ch]]
         elif kind == "broken":
