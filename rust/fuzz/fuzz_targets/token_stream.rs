@@ -82,11 +82,12 @@ struct Input {
     until: Option<Vec<u8>>,
     skip: Vec<(Vec<u8>, Vec<u8>)>,
     stop_ids: Vec<u8>,
-    ids: Vec<u8>,
     cuts: Vec<u16>,
     include_stop: bool,
     replace: bool,
     strip: bool,
+    /// Last, so that it takes the rest of the input: long streams of ids, not a couple.
+    ids: Vec<u8>,
 }
 
 /// Everything a run of a stream produced.
