@@ -454,3 +454,27 @@ def test_a_stop_set_lends_every_option() -> None:
 def test_bad_stops_and_options(kwargs: dict[str, Any], error: type[Exception], match: str) -> None:
     with pytest.raises(error, match=match):
         stopstream.TokenStopFilter(vocab(False), **kwargs)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batch=st.lists(cases(), min_size=1, max_size=4), data=st.data())
+def test_feed_batch_of_composed_filters_equals_one_by_one(
+    batch: list[Case], data: st.DataObject
+) -> None:
+    """Composed and literal filters in one batch (a composed one takes the general path), step
+    by step: the same pieces and attributes as feeding each alone."""
+    batch = [dataclasses.replace(c, ids=tuple(i for i in c.ids if i not in BAD)) for c in batch]
+    plain = Case((Item("str", "ab", None, None),), False, (), None, "replace", False, (), (0, 1))
+    batch.append(plain)
+    together = [build(c, data) for c in batch]
+    alone = [build(c, data) for c in batch]
+    for step in range(max(len(c.ids) for c in batch) + 1):
+        entries: list[Any] = [c.ids[step] if step < len(c.ids) else [] for c in batch]
+        try:
+            want = [f.feed(e) for f, e in zip(alone, entries, strict=True)]
+        except UnicodeDecodeError:
+            with pytest.raises(UnicodeDecodeError):
+                stopstream.feed_batch(together, entries)
+            return
+        assert stopstream.feed_batch(together, entries) == want
+        assert [attributes(f) for f in together] == [attributes(f) for f in alone]
