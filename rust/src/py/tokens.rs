@@ -6,6 +6,11 @@
 //! every stream's ids while taking its filter's lock, does the Rust work (detached from the
 //! interpreter), then builds the pieces.
 //!
+//! Stops of every kind (§6): a plain `str` list runs the literal token stream, anything else
+//! (`Stop`, `Regex`, skip regions) the composed matcher through the same token bookkeeping
+//! ([`TokenState`]). The fast steps below are the literal path's; a composed filter takes
+//! `feed_batch`'s general path.
+//!
 //! Performance choices (a step of 256 streams, one id each, `benches/tokens.py`; instruction
 //! counts per stream from callgrind, since the 2-core machine is shared and noisy):
 //! * the usual step (one id in, exactly its text out, one token released) returns a
