@@ -489,10 +489,21 @@ def test_stopset_options_and_pickling() -> None:
     assert g.feed(b"go x") == b"go " and g.stop_index == 0
 
 
-def test_token_filter_refuses_composed_lists() -> None:
-    vocab = stopstream.Vocab([b"a", b"b"])
-    with pytest.raises(ValueError, match="plain str stops only"):
-        stopstream.TokenStopFilter(vocab, [stopstream.Regex("a")])
+def test_token_filter_takes_composed_lists() -> None:
+    """``Stop``, ``Regex`` and skip regions over token ids: the text is what the byte filter
+    gives for the same bytes (``tests/test_token_stops.py`` has the differential tests)."""
+    vocab = stopstream.Vocab([b"a", b"b", b" ", b"<t>", b"</t>"])
+    stops: list[stopstream.Regex | stopstream.Stop] = [
+        stopstream.Regex(r"ab\b"),
+        stopstream.Stop("b", include=True),
+    ]
+    f = stopstream.TokenStopFilter(vocab, stops, skip=[("<t>", "</t>")])
+    ids = [3, 1, 4, 0, 1, 0, 1, 2]
+    got = "".join(f.feed([i]).text for i in ids) + f.finish().text
+    g = stopstream.ByteStopFilter(stops, skip=[("<t>", "</t>")])
+    data = b"".join(vocab.token_bytes(i) or b"" for i in ids)
+    assert got == (g.feed(data) + g.finish()).decode()
+    assert (f.stop_sequence, f.stop_index) == (g.stop_sequence, g.stop_index) == ("b", 1)
 
 
 _LITERAL_TEXT = st.text(alphabet="ab<>/t \n", max_size=30)

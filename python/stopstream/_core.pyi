@@ -585,7 +585,27 @@ class TokenStopFilter:
         include_stop: bool = False,
         stop_token_ids: Iterable[int] | None = None,
         errors: str = "replace",
-    ) -> Self: ...
+        skip: _Skip = None,
+        skip_until: str | None = None,
+    ) -> Self:
+        """Create a filter.
+
+        Args:
+            vocab: the tokenizer's vocabulary.
+            stops: ``None``, one ``str``, ``Stop`` or ``Regex``, an iterable of them, or a
+                ``StopSet``: matched over the decoded text exactly as ``StopFilter`` matches it.
+            include_stop: keep the stop (and a stop token's own text) in the output; not
+                given: ``False``, or the set's own.
+            stop_token_ids: ids that end the stream where they occur.
+            errors: ``"replace"`` (invalid UTF-8 becomes U+FFFD) or ``"strict"``.
+            skip: ``(open, close)`` literal pairs: regions the stops do not see (contract §6.4).
+            skip_until: stops are inactive until this literal marker has occurred.
+
+        Raises:
+            TypeError: an argument has the wrong type.
+            ValueError: a stop or a stop token id is invalid, or an option differs from the
+                ``StopSet``'s own.
+        """
     def feed(self, ids: SupportsIndex | Iterable[int]) -> TokenPiece:
         """Take the next token ids (an iterable of ints, or one id as an ``int`` or any
         non-iterable with ``__index__``: the usual step, and the fastest); return the text now
@@ -593,15 +613,17 @@ class TokenStopFilter:
         ``ValueError`` naming it, and the call consumes nothing; ids after a stop in the same
         call are ignored unchecked."""
     def finish(self) -> TokenPiece:
-        """End of input: release what is held back (idempotent)."""
+        """End of input: release what is held back (idempotent). The end of the stream can
+        settle a regex stop (``$``, ``\\b``): then it returns the text before the cut, with
+        ``stop_reason == "stop_sequence"``."""
     def reset(self) -> None:
         """Start a new stream with the same vocabulary, stops and settings."""
     @property
     def vocab(self) -> Vocab:
         """The vocabulary."""
     @property
-    def stops(self) -> tuple[str, ...]:
-        """The stop sequences, in the order given."""
+    def stops(self) -> tuple[_Item, ...]:
+        """The stops as given, in order (``stop_index`` indexes this tuple)."""
     @property
     def stop_token_ids(self) -> tuple[int, ...]:
         """The stop token ids, sorted, without duplicates."""
@@ -616,7 +638,7 @@ class TokenStopFilter:
         """Whether a stop sequence or a stop token ended the stream."""
     @property
     def stop_sequence(self) -> str | None:
-        """The stop sequence that fired, or ``None``."""
+        """The text the stop that fired matched (a literal stop itself), or ``None``."""
     @property
     def stop_index(self) -> int | None:
         """The index in ``stops`` of the stop sequence that fired, or ``None``."""
@@ -637,8 +659,15 @@ def feed_batch(
     equals feeding each alone. An entry is what ``TokenStopFilter.feed`` takes (one ``int`` per
     stream is the usual step, and the fastest). The Rust work runs with the GIL released.
     Filters may use different vocabularies, and one filter may appear more than once (its
-    entries are fed in order). All or nothing: an error in any entry raises it (naming the
-    entry) and changes no filter."""
+    entries are fed in order).
+
+    All or nothing: an error in any entry changes no filter. What feeding ``filters[i]`` alone
+    with ``ids_per_filter[i]`` would raise (a bad id, ids of the wrong type, a finished filter,
+    invalid UTF-8 in strict mode, an error of the ids' own iterable) is raised as the same
+    exception type with its message prefixed ``ids_per_filter[i]: `` (for a
+    ``UnicodeDecodeError``, its reason; encoding, object, start and end are kept), chained from
+    the original (``__cause__``). Only an unusable ``filters[i]`` (not a ``TokenStopFilter``,
+    or in use by another call) is named ``filters[i]``."""
 
 def _feed_unless_stop(filter: StopFilter, text: str) -> str | None:
     """``filter.feed(text)`` when that fires no stop; else ``None``, the filter unchanged.

@@ -278,7 +278,14 @@ class _Scan:
                 continue
             best: Win | None = None
             for index in range(len(self.items)):
-                for start in range(segment, end):
+                literal = self.literal(index)
+                # A literal can only start at one place; a pattern anywhere.
+                starts = (
+                    range(segment, end)
+                    if literal is None
+                    else range(max(segment, end - len(literal)), end)
+                )
+                for start in starts:
                     if self.ends_at(index, text, start, end):
                         if best is None or (start, index) < (best[0], best[2]):
                             best = (start, end, index)
@@ -739,11 +746,15 @@ class ReferenceTokenStopFilter:
     """Reference for :class:`stopstream.TokenStopFilter` (contract §7): token ids in.
 
     ``tokens`` is each id's bytes (``None``: unassigned); ``special`` ids decode as nothing.
-    Every call decodes all the ids accepted so far again, matches the text with the rules
-    above, and counts released tokens by the contract's rule: a token is released once all of
-    its text has been emitted; when a stop fires, if any of its text was emitted (tokens wholly
-    after the cut never are); a token without text once all the text before it was emitted.
-    ``feed`` and ``finish`` return ``(text, tokens)``.
+    Stops are any of contract §6 (``str``, :class:`Stop`, :class:`Regex`, skip regions), with
+    ``alphabet`` and ``horizon`` as for the other reference filters. Every call decodes all the
+    ids accepted so far again and matches the text with the rules of :class:`_Matcher`, reading
+    the ids one at a time as the filter does: the stream closes at the first id after which a
+    stop has fired (or at a stop token id, which ends the text as ``finish()`` does), and ids
+    after that are not looked at. Released tokens are counted by the contract's rule: a token is
+    released once all of its text has been emitted; when a stop fires, if any of its text was
+    emitted (tokens wholly after the cut never are); a token without text once all the text
+    before it was emitted. ``feed`` and ``finish`` return ``(text, tokens)``.
     """
 
     def __init__(
@@ -756,12 +767,16 @@ class ReferenceTokenStopFilter:
         stop_token_ids: Iterable[int] = (),
         errors: str = "replace",
         strip_leading_space: bool = False,
+        skip: Iterable[tuple[str, str]] | None = None,
+        skip_until: str | None = None,
+        alphabet: str = DEFAULT_ALPHABET,
+        horizon: int = 4,
     ) -> None:
         if errors not in _ERRORS_MODES:
             raise ValueError(f"errors must be 'strict' or 'replace', not {errors!r}")
         self._tokens = list(tokens)
         self._special = frozenset(special)
-        self._stops = validate_stops(stops)
+        self._matcher = _Matcher(stops, include_stop, skip, skip_until, alphabet, horizon)
         self._include_stop = include_stop
         self._stop_ids = frozenset(stop_token_ids)
         for i in self._stop_ids:
@@ -777,7 +792,13 @@ class ReferenceTokenStopFilter:
         self._out = ""
         self._released = 0
         self._finished = False
-        self._state: tuple[int | None, int | None, str] = (None, None, "")
+        # (stop index, matched text, stop token id, held text)
+        self._state: tuple[int | None, str | None, int | None, str] = (None, None, None, "")
+
+    @property
+    def stops(self) -> tuple[StopItem, ...]:
+        """The stops, as given."""
+        return self._matcher.stops
 
     def _valid(self, i: int) -> bool:
         return 0 <= i < len(self._tokens) and (i in self._special or self._tokens[i] is not None)
@@ -786,15 +807,12 @@ class ReferenceTokenStopFilter:
         token = self._tokens[i]
         return b"" if i in self._special or token is None else token
 
-    def _evaluate(self, ids: list[int], final: bool) -> tuple[str, int, bool]:
-        """Cumulative ``(output, released, closed)`` for ``ids``; records the stop state."""
-        stop_at = next((k for k, i in enumerate(ids) if i in self._stop_ids), None)
-        body = ids if stop_at is None else ids[:stop_at]
-        final = final or stop_at is not None
+    def _bytes(self, ids: list[int]) -> tuple[bytes, list[tuple[int, int]]]:
+        """The bytes of ``ids`` (the leading-space rule applied) and each id's byte range."""
         raw = b""
         ranges: list[tuple[int, int]] = []
         first = True
-        for i in body:
+        for i in ids:
             piece = self._text(i)
             if piece and first:
                 first = False
@@ -802,59 +820,81 @@ class ReferenceTokenStopFilter:
                     piece = piece[1:]
             ranges.append((len(raw), len(raw) + len(piece)))
             raw += piece
+        return raw, ranges
+
+    def _seen(self, raw: bytes, final: bool) -> tuple[list[_Unit], str, _Unit | None]:
+        """The units of ``raw``, the text the stops see, and the first invalid unit in strict
+        mode (the text then ends before it: a stop before it wins, else it is an error)."""
         units, text = _units(raw, final)
-        match = find_stop(text, self._stops)
-        if self._errors == "strict":
-            bad = next((u for u in units if u.invalid), None)
-            if bad is not None and (match is None or match[1] > bad.start):
-                raise UnicodeDecodeError("utf-8", raw, bad.raw_start, bad.raw_end, "invalid")
+        bad = next((u for u in units if u.invalid), None) if self._errors == "strict" else None
+        return units, text if bad is None else text[: bad.start], bad
+
+    def _evaluate(self, ids: list[int], final: bool, fresh: int) -> tuple[str, int, bool]:
+        """Cumulative ``(output, released, closed)`` for ``ids``, of which the first ``fresh``
+        were accepted before without closing the stream; records the stop state."""
+        m = self._matcher
+        stop_at = next((k for k, i in enumerate(ids) if i in self._stop_ids), None)
+        body = ids if stop_at is None else ids[:stop_at]
+        ends = final or stop_at is not None
+        # The ids one at a time: the stream closes at the first after which a stop has fired.
+        read: int | None = None
+        for k in range(fresh + 1, len(body) + 1):
+            units, text, bad = self._seen(self._bytes(body[:k])[0], False)
+            if m._decided(text):
+                read = k
+                break
+            if bad is not None:
+                raise UnicodeDecodeError("utf-8", b"", 0, 1, "invalid")
+        m._open()
+        if read is not None:
+            body = body[:read]
+            units, text, _ = self._seen(self._bytes(body)[0], False)
+            m._advance(text, final=False)
+        else:
+            units, text, bad = self._seen(self._bytes(body)[0], ends)
+            if bad is not None:
+                raise UnicodeDecodeError("utf-8", b"", 0, 1, "unexpected end of data")
+            m._advance(text, final=ends)
+        _, ranges = self._bytes(body)
+        emitted = m._emitted
+        output = m._text[:emitted]
 
         def unit_of(byte: int) -> _Unit | None:
             return next((u for u in units if u.raw_start <= byte < u.raw_end), None)
 
         def end_of(b: int) -> int | None:
+            """Where a token ending at raw byte ``b`` ends in the text (``None``: not settled)."""
             if b == 0:
                 return 0
             u = unit_of(b - 1)
             return None if u is None else u.end
 
-        if match is not None:
-            start, end, index = match
-            cut = end if self._include_stop else start
-            settle = next(u.settle for u in units if u.end == end)
-            fed = next((k + 1 for k, (a, b) in enumerate(ranges) if a <= settle < b), len(ranges))
-            released = 0
-            for a, b in ranges[:fed]:
+        released = 0
+        if m.stopped:
+            for a, b in ranges:
                 if a < b:
                     u = unit_of(a)
-                    released += u is not None and u.start < cut
+                    released += u is not None and u.start < emitted
                 else:
                     e = end_of(b)
-                    released += e is not None and e <= cut
-            self._state = (index, None, "")
-            return text[:cut], released, True
-        emit = (
-            len(text)
-            if final or self._include_stop
-            else len(text) - held_suffix_length(text, self._stops)
-        )
-        released = 0
+                    released += e is not None and e <= emitted
+            self._state = (m.stop_index, m.stop_sequence, None, "")
+            return output, released, True
         for _, b in ranges:
             e = end_of(b)
-            released += e is not None and e <= emit
-        output = text[:emit]
+            released += e is not None and e <= emitted
         if stop_at is not None:
             own = self._text(ids[stop_at])
             if self._include_stop and own:
                 output += own.decode("utf-8", self._errors)
             released += not own or self._include_stop
-            self._state = (None, ids[stop_at], "")
+            self._state = (None, None, ids[stop_at], "")
             return output, released, True
-        self._state = (None, None, text[emit:])
+        self._state = (None, None, None, "" if ends else m._held_text())
         return output, released, False
 
     def _advance(self, ids: list[int], final: bool) -> tuple[str, int]:
-        output, released, _ = self._evaluate(ids, final)
+        output, released, _ = self._evaluate(ids, final, len(self._ids))
         assert output.startswith(self._out) and released >= self._released
         new = output[len(self._out) :], released - self._released
         self._ids, self._out, self._released = ids, output, released
@@ -874,8 +914,10 @@ class ReferenceTokenStopFilter:
         bad = next((k for k, i in enumerate(new) if not self._valid(i)), None)
         if bad is not None:
             saved = self._state
-            _, _, closed = self._evaluate(self._ids + new[:bad], False)
-            self._state = saved
+            try:
+                _, _, closed = self._evaluate(self._ids + new[:bad], False, len(self._ids))
+            finally:
+                self._state = saved
             if not closed:
                 raise ValueError(f"token id {new[bad]} at position {bad} is not in the vocabulary")
             new = new[:bad]
@@ -905,7 +947,7 @@ class ReferenceTokenStopFilter:
     @property
     def stopped(self) -> bool:
         """Whether a stop sequence or a stop token ended the stream."""
-        return self._state[0] is not None or self._state[1] is not None
+        return self._state[0] is not None or self._state[2] is not None
 
     @property
     def stop_index(self) -> int | None:
@@ -914,24 +956,24 @@ class ReferenceTokenStopFilter:
 
     @property
     def stop_sequence(self) -> str | None:
-        """The stop sequence that fired, or ``None``."""
-        return None if self._state[0] is None else self._stops[self._state[0]]
+        """The text the stop that fired matched (a literal stop itself), or ``None``."""
+        return self._state[1]
 
     @property
     def stop_token_id(self) -> int | None:
         """The stop token id that ended the stream, or ``None``."""
-        return self._state[1]
+        return self._state[2]
 
     @property
     def stop_reason(self) -> Literal["stop_sequence", "stop_token", "end"] | None:
         """Why the stream ended, or ``None`` while open."""
         if self._state[0] is not None:
             return "stop_sequence"
-        if self._state[1] is not None:
+        if self._state[2] is not None:
             return "stop_token"
         return "end" if self._finished else None
 
     @property
     def pending(self) -> str:
         """The text held back (without an incomplete character)."""
-        return "" if self._finished else self._state[2]
+        return "" if self._finished else self._state[3]

@@ -13,8 +13,9 @@
 //! The answer never depends on how the text was split into chunks.
 //!
 //! Serving engines hold token ids rather than text: a [`Vocab`] and a [`TokenStream`] decode
-//! ids and match in one pass (over a [`ByteStream`]), and report how many input tokens the
-//! emitted text covers, so that text, ids and logprobs stay aligned.
+//! ids and match in one pass (over a [`ByteStream`], with either matcher: literal stops or the
+//! composed [`Matcher`]), and report how many input tokens the emitted text covers, so that
+//! text, ids and logprobs stay aligned.
 //!
 //! ```
 //! use stopstream::{StopSet, TextStream, Status};
@@ -73,7 +74,7 @@ pub use crate::automaton::{Hit, Step};
 pub use crate::error::{DecodeError, Error};
 pub use crate::matcher::{regex_max_len, MatchStream, Matcher, StopKind, StopSpec};
 pub use crate::stream::{ByteOut, ByteStream, Emit, Status, TextMatcher, TextStream};
-pub use crate::tokens::{Fed, Token, TokenStream, Vocab};
+pub use crate::tokens::{Fed, Token, TokenMatcher, TokenStream, Vocab};
 pub use crate::utf8::encode_code_points;
 
 use crate::automaton::Automaton;

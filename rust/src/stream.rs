@@ -315,7 +315,8 @@ impl ByteStream<TextStream> {
 
     /// Whether [`ByteStream::passes_token`] holds for a token whose [`crate::tokens::byte_set`]
     /// is `bytes`, as far as that set can prove it (`false` says "look at the bytes").
-    #[inline]
+    #[allow(clippy::inline_always, reason = "as `feed_chars`")]
+    #[inline(always)]
     pub fn passes_set(&self, set: &StopSet, bytes: [u64; 2]) -> bool {
         let first = set.automaton().first_bytes();
         self.tail_len == 0
@@ -327,7 +328,8 @@ impl ByteStream<TextStream> {
 
     /// [`TextStream::passes_whole`] of a stream carrying no incomplete character, for `input`
     /// of whole, valid characters whose first bytes are `head` (padded with any bytes).
-    #[inline]
+    #[allow(clippy::inline_always, reason = "as `feed_chars`")]
+    #[inline(always)]
     pub fn passes_token(
         &self,
         set: &StopSet,
@@ -344,7 +346,11 @@ impl ByteStream<TextStream> {
     /// Feeds bytes that are whole, valid characters into an open stream carrying no incomplete
     /// character: the matcher runs on them directly, without the checks of [`ByteStream::feed`]
     /// (token streams know this of most tokens in advance), and nothing can fail.
-    #[inline]
+    #[allow(
+        clippy::inline_always,
+        reason = "called through the token stream's matcher trait, the compiler stopped inlining it into the token step (callgrind: a call per token of a batch)"
+    )]
+    #[inline(always)]
     pub fn feed_chars(&mut self, set: &StopSet, text: &[u8], out: &mut Vec<u8>) -> ByteOut {
         debug_assert!(self.tail_len == 0 && std::str::from_utf8(text).is_ok());
         let before = self.text;

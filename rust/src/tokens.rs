@@ -2,15 +2,24 @@
 //!
 //! An engine holds token ids, not text. A [`Vocab`] maps each id to its bytes, and a
 //! [`TokenStream`] feeds those bytes to a [`ByteStream`] (so decoding and matching are exactly
-//! those of raw-bytes input, and any stop kind the byte stream learns applies here unchanged),
-//! while keeping count of which input tokens the emitted text covers. That count is what keeps
-//! text, token ids and logprobs aligned when text is held back or cut:
+//! those of raw-bytes input), while keeping count of which input tokens the emitted text
+//! covers. The byte stream decodes into either matcher of the crate ([`TokenMatcher`]): the
+//! literal [`TextStream`], or the composed [`MatchStream`] for `Stop` and `Regex` items and skip
+//! regions (contract §6), so every stop kind applies here exactly as it does to text and bytes,
+//! with no matching logic of its own. The count is what keeps text, token ids and logprobs
+//! aligned when text is held back or cut:
 //!
 //! * a token is *released* once all of its text has been emitted;
-//! * when a stop fires, a token is released if any of its text was emitted (with `include_stop`
-//!   that includes the tokens holding the stop); tokens wholly after the cut never are;
+//! * when a stop fires, a token is released if any of its text was emitted (when the winner's
+//!   include flag is on, that includes the tokens holding the stop); tokens wholly after the cut
+//!   never are;
 //! * a token with no text (a special token) is released once all the text before its position
 //!   has been emitted, so one that sits after a cut never is.
+//!
+//! The rule is stated in terms of emitted text only, so it holds whatever decides the cut: a
+//! literal completing, a regex stop settled by a later character (the tokens fed up to that
+//! character are consumed, the ones after it are ignored), or `finish` settling a stop at the
+//! end of the stream (then `finish` releases the tokens before the cut).
 //!
 //! Released tokens always form a prefix of the input, so a stream reports a count.
 //!
@@ -26,7 +35,8 @@
 //! settle where it ends.
 
 use crate::error::Error;
-use crate::stream::{ByteOut, ByteStream, Status};
+use crate::matcher::{MatchStream, Matcher};
+use crate::stream::{ByteOut, ByteStream, Status, TextMatcher, TextStream};
 use crate::utf8::{self, Head};
 use crate::StopSet;
 
@@ -242,11 +252,124 @@ pub struct Fed {
     pub whole: bool,
 }
 
+/// A matcher over decoded text that a [`TokenStream`] can run: [`TextStream`] for a literal
+/// stop list ([`StopSet`]), [`MatchStream`] for the stops and skip regions of contract §6
+/// ([`Matcher`]). What a token stream needs of it beyond [`TextMatcher`]; the token-sized fast
+/// steps ([`TokenStream::feed_plain`]) exist for the literal matcher only, whose state is a
+/// couple of words (the composed one takes the general steps, which are exact for both).
+pub trait TokenMatcher: TextMatcher {
+    /// Whether the literal fast steps apply (known at compile time, so the composed matcher's
+    /// steps carry no test for them).
+    const FAST: bool;
+    /// Whether a copy of the stream is a few words (then every failing call is undone from a
+    /// copy; otherwise one is taken only when the call can fail).
+    const SMALL: bool;
+    /// A fresh stream over `set`.
+    fn fresh(set: &Self::Set, include_stop: bool) -> Self;
+    /// The decoded text held back right now.
+    fn held_text<'s>(&'s self, set: &'s Self::Set) -> &'s [u8];
+    /// Feeds whole, valid characters to an open byte stream carrying no incomplete character:
+    /// nothing can fail there.
+    fn feed_chars(
+        bytes: &mut ByteStream<Self>,
+        set: &Self::Set,
+        text: &[u8],
+        out: &mut Vec<u8>,
+    ) -> ByteOut;
+    /// [`ByteStream::passes_set`] (`false`: no fast step).
+    fn passes_set(bytes: &ByteStream<Self>, set: &Self::Set, byte_set: [u64; 2]) -> bool;
+    /// [`ByteStream::passes_token`] (`false`: no fast step).
+    fn passes_token(
+        bytes: &ByteStream<Self>,
+        set: &Self::Set,
+        text: &[u8],
+        head: [u8; HEAD],
+    ) -> bool;
+}
+
+impl TokenMatcher for TextStream {
+    const FAST: bool = true;
+    const SMALL: bool = true;
+
+    fn fresh(_: &StopSet, include_stop: bool) -> TextStream {
+        TextStream::new(include_stop)
+    }
+
+    #[inline]
+    fn held_text<'s>(&'s self, set: &'s StopSet) -> &'s [u8] {
+        self.held(set)
+    }
+
+    // The literal steps below were inlined into their callers before there was a trait between
+    // them; left to itself the compiler calls them (callgrind showed the call in a batch step).
+    #[allow(clippy::inline_always, reason = "see above")]
+    #[inline(always)]
+    fn feed_chars(
+        bytes: &mut ByteStream,
+        set: &StopSet,
+        text: &[u8],
+        out: &mut Vec<u8>,
+    ) -> ByteOut {
+        bytes.feed_chars(set, text, out)
+    }
+
+    #[allow(clippy::inline_always, reason = "see above")]
+    #[inline(always)]
+    fn passes_set(bytes: &ByteStream, set: &StopSet, byte_set: [u64; 2]) -> bool {
+        bytes.passes_set(set, byte_set)
+    }
+
+    #[allow(clippy::inline_always, reason = "see above")]
+    #[inline(always)]
+    fn passes_token(bytes: &ByteStream, set: &StopSet, text: &[u8], head: [u8; HEAD]) -> bool {
+        bytes.passes_token(set, text, head)
+    }
+}
+
+impl TokenMatcher for MatchStream {
+    const FAST: bool = false;
+    const SMALL: bool = false;
+
+    fn fresh(m: &Matcher, _: bool) -> MatchStream {
+        MatchStream::new(m)
+    }
+
+    #[inline]
+    fn held_text<'s>(&'s self, _: &'s Matcher) -> &'s [u8] {
+        self.held()
+    }
+
+    #[inline]
+    fn feed_chars(
+        bytes: &mut ByteStream<MatchStream>,
+        m: &Matcher,
+        text: &[u8],
+        out: &mut Vec<u8>,
+    ) -> ByteOut {
+        // Only `feed` after `finish` and strict decoding can fail, and neither applies to an
+        // open stream fed whole characters with nothing carried. Were it to fail anyway, the
+        // byte stream puts itself back and nothing is emitted: a token held, never a panic.
+        bytes.feed(m, text, out).unwrap_or(ByteOut::Buffer)
+    }
+
+    fn passes_set(_: &ByteStream<MatchStream>, _: &Matcher, _: [u64; 2]) -> bool {
+        false
+    }
+
+    fn passes_token(_: &ByteStream<MatchStream>, _: &Matcher, _: &[u8], _: [u8; HEAD]) -> bool {
+        false
+    }
+}
+
 /// Stop matching over a stream of token ids, reporting how many input tokens each call
-/// releases (see the module documentation for the rule).
+/// releases (see the module documentation for the rule). `T` is the matcher the decoded text
+/// runs through ([`TokenMatcher`]); every method takes that matcher's compiled list as `set`.
 #[derive(Clone, Debug)]
-pub struct TokenStream {
-    bytes: ByteStream,
+pub struct TokenStream<T = TextStream> {
+    bytes: ByteStream<T>,
+    /// The filter's `include_stop`: whether a stop token's own text is emitted (the stops'
+    /// own flags live in the matcher).
+    include_stop: bool,
     /// Sorted, without duplicates.
     stop_ids: Box<[i64]>,
     /// The stop token that ended the stream, if one did.
@@ -268,9 +391,9 @@ pub struct TokenStream {
 
 /// Streams are equal when they behave the same from here on (released entries not yet dropped,
 /// and ends not yet settled, are bookkeeping).
-impl PartialEq for TokenStream {
-    fn eq(&self, other: &TokenStream) -> bool {
-        fn entries(s: &TokenStream) -> Vec<(u64, bool, Option<u64>)> {
+impl<T: PartialEq> PartialEq for TokenStream<T> {
+    fn eq(&self, other: &TokenStream<T>) -> bool {
+        fn entries<T>(s: &TokenStream<T>) -> Vec<(u64, bool, Option<u64>)> {
             let live = s.settled.saturating_sub(s.head);
             s.pending[s.head..]
                 .iter()
@@ -278,25 +401,18 @@ impl PartialEq for TokenStream {
                 .map(|(i, p)| (p.start, p.has_text, (i < live).then_some(p.end)))
                 .collect()
         }
-        (self.bytes, self.stop_token, self.finished, self.at_start, self.emitted, &self.stop_ids)
-            == (
-                other.bytes,
-                other.stop_token,
-                other.finished,
-                other.at_start,
-                other.emitted,
-                &other.stop_ids,
-            )
+        (&self.bytes, self.include_stop, self.stop_token, self.finished, self.at_start)
+            == (&other.bytes, other.include_stop, other.stop_token, other.finished, other.at_start)
+            && (self.emitted, &self.stop_ids) == (other.emitted, &other.stop_ids)
             && entries(self) == entries(other)
     }
 }
 
-impl Eq for TokenStream {}
+impl<T: Eq> Eq for TokenStream<T> {}
 
-/// The counters a failing call restores.
-#[derive(Clone, Copy)]
-struct Mark {
-    bytes: ByteStream,
+/// The counters a failing call restores (and the byte stream, unless the call cannot fail).
+struct Mark<T> {
+    bytes: Option<ByteStream<T>>,
     at_start: bool,
     emitted: u64,
     len: usize,
@@ -305,15 +421,43 @@ struct Mark {
 }
 
 impl TokenStream {
-    /// A fresh stream over `vocab`. `replace` selects `errors="replace"` over `"strict"`;
-    /// `stop_ids` end the stream when fed (each must be in `vocab`, else an error naming its
-    /// position in the list).
+    /// A fresh stream over `vocab` with a literal stop list. `replace` selects
+    /// `errors="replace"` over `"strict"`; `stop_ids` end the stream when fed (each must be in
+    /// `vocab`, else an error naming its position in the list).
     pub fn new(
         vocab: &Vocab,
         include_stop: bool,
         replace: bool,
         stop_ids: &[i64],
     ) -> Result<TokenStream, Error> {
+        TokenStream::over(vocab, StopSet::none(), include_stop, replace, stop_ids)
+    }
+}
+
+impl TokenStream<MatchStream> {
+    /// A fresh stream over `vocab` matching the composed list `m` (contract §6: `Stop` and
+    /// `Regex` items with their own include flags, skip regions). `include_stop` is the
+    /// filter's: it decides only whether a stop token's own text is emitted.
+    pub fn composed(
+        vocab: &Vocab,
+        m: &Matcher,
+        include_stop: bool,
+        replace: bool,
+        stop_ids: &[i64],
+    ) -> Result<TokenStream<MatchStream>, Error> {
+        TokenStream::over(vocab, m, include_stop, replace, stop_ids)
+    }
+}
+
+impl<T: TokenMatcher> TokenStream<T> {
+    /// A fresh stream over `vocab` whose decoded text runs through a fresh matcher over `set`.
+    pub fn over(
+        vocab: &Vocab,
+        set: &T::Set,
+        include_stop: bool,
+        replace: bool,
+        stop_ids: &[i64],
+    ) -> Result<TokenStream<T>, Error> {
         for (position, &id) in stop_ids.iter().enumerate() {
             if vocab.get(id).is_none() {
                 return Err(Error::token(position, id));
@@ -323,7 +467,8 @@ impl TokenStream {
         ids.sort_unstable();
         ids.dedup();
         Ok(TokenStream {
-            bytes: ByteStream::new(include_stop, replace),
+            bytes: ByteStream::over(T::fresh(set, include_stop), replace),
+            include_stop,
             stop_ids: ids.into(),
             stop_token: None,
             finished: false,
@@ -356,9 +501,10 @@ impl TokenStream {
         self.finished
     }
 
-    /// Whether the stop is emitted with the text.
+    /// The filter's `include_stop` (for a literal list, whether every stop is emitted with
+    /// the text; for any list, whether a stop token's own text is).
     pub fn include_stop(&self) -> bool {
-        self.bytes.include_stop()
+        self.include_stop
     }
 
     /// Whether invalid UTF-8 becomes U+FFFD rather than an error.
@@ -373,8 +519,15 @@ impl TokenStream {
 
     /// The decoded text held back because it could start a stop (without the incomplete
     /// character at the end, [`TokenStream::tail`]).
-    pub fn held<'s>(&self, set: &'s StopSet) -> &'s [u8] {
-        self.bytes.held(set)
+    #[inline]
+    pub fn held<'s>(&'s self, set: &'s T::Set) -> &'s [u8] {
+        self.bytes.text().held_text(set)
+    }
+
+    /// The matcher the decoded text runs through (for what it reports, such as the matched
+    /// text of a composed list's stop).
+    pub fn matcher(&self) -> &T {
+        self.bytes.text()
     }
 
     /// The bytes of an incomplete character at the end of the input (0 to 3).
@@ -394,7 +547,7 @@ impl TokenStream {
     pub fn feed(
         &mut self,
         vocab: &Vocab,
-        set: &StopSet,
+        set: &T::Set,
         ids: &[i64],
         out: &mut Vec<u8>,
     ) -> Result<usize, Error> {
@@ -415,7 +568,7 @@ impl TokenStream {
     pub fn feed_id(
         &mut self,
         vocab: &Vocab,
-        set: &StopSet,
+        set: &T::Set,
         id: i64,
         out: &mut Vec<u8>,
     ) -> Result<Fed, Error> {
@@ -435,8 +588,9 @@ impl TokenStream {
         reason = "left to itself the compiler calls it from the batch loop; inlined, a step of 256 streams runs about 40 fewer instructions per stream (callgrind)"
     )]
     #[inline(always)]
-    pub fn feed_plain(&mut self, vocab: &Vocab, set: &StopSet, id: i64) -> Option<Fed> {
-        if self.head != self.pending.len() || self.finished || self.stop_token.is_some() {
+    pub fn feed_plain(&mut self, vocab: &Vocab, set: &T::Set, id: i64) -> Option<Fed> {
+        if !T::FAST || self.head != self.pending.len() || self.finished || self.stop_token.is_some()
+        {
             return None;
         }
         let (len, bytes) = vocab.whole_set(id)?;
@@ -446,10 +600,10 @@ impl TokenStream {
             // (A stream's first token, with the leading-space rule, goes the general way.)
             return None;
         }
-        if !self.bytes.passes_set(set, bytes) {
+        if !T::passes_set(&self.bytes, set, bytes) {
             // Some byte of the token may start a stop (or a non-ASCII byte folds onto one).
             let (text, head) = vocab.whole_head(id)?;
-            if !self.bytes.passes_token(set, text, head) {
+            if !T::passes_token(&self.bytes, set, text, head) {
                 return None;
             }
         }
@@ -468,7 +622,7 @@ impl TokenStream {
     fn feed_id_rest(
         &mut self,
         vocab: &Vocab,
-        set: &StopSet,
+        set: &T::Set,
         id: i64,
         out: &mut Vec<u8>,
     ) -> Result<Fed, Error> {
@@ -482,7 +636,7 @@ impl TokenStream {
     fn feed_ids(
         &mut self,
         vocab: &Vocab,
-        set: &StopSet,
+        set: &T::Set,
         ids: &[i64],
         out: &mut Vec<u8>,
     ) -> Result<usize, Error> {
@@ -493,8 +647,12 @@ impl TokenStream {
             return Ok(0);
         }
         self.compact();
+        // A copy of the composed matcher allocates, so it is taken only when the call can fail:
+        // in strict mode, or with an id outside the vocabulary (in replace mode with every id
+        // valid, neither decoding, nor a stop token, nor the matcher can fail).
+        let can_fail = T::SMALL || !self.replace() || ids.iter().any(|&id| vocab.get(id).is_none());
         let mark = Mark {
-            bytes: self.bytes,
+            bytes: can_fail.then(|| self.bytes.clone()),
             at_start: self.at_start,
             emitted: self.emitted,
             len: self.pending.len(),
@@ -503,7 +661,9 @@ impl TokenStream {
         };
         for (position, &id) in ids.iter().enumerate() {
             if let Err(e) = self.push(vocab, set, position, id, out) {
-                self.bytes = mark.bytes;
+                if let Some(bytes) = mark.bytes {
+                    self.bytes = bytes;
+                }
                 self.at_start = mark.at_start;
                 self.emitted = mark.emitted;
                 self.pending.truncate(mark.len);
@@ -533,7 +693,7 @@ impl TokenStream {
     fn feed_whole(
         &mut self,
         vocab: &Vocab,
-        set: &StopSet,
+        set: &T::Set,
         id: i64,
         out: &mut Vec<u8>,
     ) -> Option<Fed> {
@@ -554,17 +714,17 @@ impl TokenStream {
             self.pending.push(Pending { start, end: start + text.len() as u64, has_text: true });
             self.settled = self.pending.len();
             let mark = out.len();
-            let whole = self.bytes.feed_chars(set, text, out) == ByteOut::Input;
+            let whole = T::feed_chars(&mut self.bytes, set, text, out) == ByteOut::Input;
             self.emitted += if whole { text.len() } else { out.len() - mark } as u64;
             return Some(Fed { released: self.release(), whole });
         }
-        debug_assert!(self.bytes.held(set).is_empty());
+        debug_assert!(self.held(set).is_empty());
         self.pending.clear();
         self.head = 0;
         self.settled = 0;
         let start = self.emitted;
         let mark = out.len();
-        let whole = self.bytes.feed_chars(set, text, out) == ByteOut::Input;
+        let whole = T::feed_chars(&mut self.bytes, set, text, out) == ByteOut::Input;
         self.emitted += if whole { text.len() } else { out.len() - mark } as u64;
         let released = if self.bytes.status() != Status::Open {
             // A stop fired in this token: it is released if any of its text was emitted.
@@ -582,7 +742,7 @@ impl TokenStream {
     /// Ends the stream, appending everything still held back; returns how many more tokens are
     /// released. In strict mode an incomplete character at the end is an error and the stream
     /// stays open, unchanged. Idempotent.
-    pub fn finish(&mut self, set: &StopSet, out: &mut Vec<u8>) -> Result<usize, Error> {
+    pub fn finish(&mut self, set: &T::Set, out: &mut Vec<u8>) -> Result<usize, Error> {
         if self.is_closed() {
             self.finished = true;
             return Ok(self.release());
@@ -592,9 +752,10 @@ impl TokenStream {
         Ok(self.release())
     }
 
-    /// Starts over with the same vocabulary, stop ids and settings.
-    pub fn reset(&mut self) {
-        self.bytes.reset();
+    /// Starts over with the same vocabulary, stop ids and settings (`set` is the list the
+    /// stream was built over).
+    pub fn reset(&mut self, set: &T::Set) {
+        self.bytes = ByteStream::over(T::fresh(set, self.include_stop), self.bytes.replace());
         self.stop_token = None;
         self.finished = false;
         self.at_start = true;
@@ -605,8 +766,8 @@ impl TokenStream {
     }
 
     /// Decoded bytes so far (emitted or held; not the tail).
-    fn decoded(&self, set: &StopSet) -> u64 {
-        self.emitted + self.bytes.held(set).len() as u64
+    fn decoded(&self, set: &T::Set) -> u64 {
+        self.emitted + self.held(set).len() as u64
     }
 
     /// The tail's unit ends at `end`: the tokens waiting on it settle.
@@ -620,7 +781,7 @@ impl TokenStream {
     fn push(
         &mut self,
         vocab: &Vocab,
-        set: &StopSet,
+        set: &T::Set,
         position: usize,
         id: i64,
         out: &mut Vec<u8>,
@@ -687,7 +848,7 @@ impl TokenStream {
     /// `include_stop`, follows, decoded on its own and not scanned.
     fn push_stop_token(
         &mut self,
-        set: &StopSet,
+        set: &T::Set,
         id: i64,
         token: Token<'_>,
         out: &mut Vec<u8>,
@@ -701,7 +862,7 @@ impl TokenStream {
             Token::Text(t) => t,
             Token::Special => &[],
         };
-        if self.include_stop() && !text.is_empty() {
+        if self.include_stop && !text.is_empty() {
             let mark = out.len();
             let mut own = ByteStream::new(false, self.replace());
             let none = StopSet::none();
@@ -711,7 +872,7 @@ impl TokenStream {
             own.finish(none, out)?;
             self.emitted += (out.len() - mark) as u64;
         }
-        if text.is_empty() || self.include_stop() {
+        if text.is_empty() || self.include_stop {
             self.pending.push(Pending { start: self.emitted, end: self.emitted, has_text: false });
             self.settled = self.pending.len();
         }
@@ -720,7 +881,7 @@ impl TokenStream {
     }
 
     /// Ends the decoded text: the tail becomes U+FFFD (or an error), held text is released.
-    fn end_text(&mut self, set: &StopSet, out: &mut Vec<u8>) -> Result<(), Error> {
+    fn end_text(&mut self, set: &T::Set, out: &mut Vec<u8>) -> Result<(), Error> {
         let before = self.decoded(set);
         let had_tail = !self.bytes.tail().is_empty();
         let mark = out.len();
@@ -1182,9 +1343,207 @@ mod tests {
         assert_eq!(st.feed(&vocab, &set, &[0], &mut out).unwrap(), 0);
         st.finish(&set, &mut out).unwrap();
         assert!(st.feed(&vocab, &set, &[0], &mut out).unwrap_err().is_finished());
-        st.reset();
+        st.reset(&set);
         assert_eq!(st.stop_token(), None);
         assert_eq!(st.feed(&vocab, &set, &[0, 1, 0], &mut out).unwrap(), 1);
         assert_eq!(st.status(), Status::Stopped(0));
+    }
+
+    use crate::matcher::{StopKind, StopSpec};
+
+    fn literal(s: &[u8], include: bool) -> StopSpec<'_> {
+        StopSpec { kind: StopKind::Literal(s), include }
+    }
+
+    fn regex(p: &str, include: bool) -> StopSpec<'_> {
+        StopSpec { kind: StopKind::Regex(p), include }
+    }
+
+    /// Feeds `calls` to a composed stream (then `finish`): per call the text and the released
+    /// count, and the final status with the matched text.
+    fn run_composed(
+        m: &Matcher,
+        stop_ids: &[i64],
+        calls: &[&[i64]],
+    ) -> (Vec<(String, usize)>, Status, String, Option<i64>) {
+        let vocab = vocab(false);
+        let mut st = TokenStream::composed(&vocab, m, false, true, stop_ids).unwrap();
+        let mut got = Vec::new();
+        for ids in calls {
+            let mut out = Vec::new();
+            let n = st.feed(&vocab, m, ids, &mut out).unwrap();
+            got.push((String::from_utf8(out).unwrap(), n));
+        }
+        let mut out = Vec::new();
+        let n = st.finish(m, &mut out).unwrap();
+        got.push((String::from_utf8(out).unwrap(), n));
+        let matched = String::from_utf8(st.matcher().stop_sequence(m).to_vec()).unwrap();
+        (got, st.status(), matched, st.stop_token())
+    }
+
+    #[test]
+    #[allow(clippy::type_complexity, reason = "a table of literal cases")]
+    fn composed_released_table() {
+        let word_end = [regex(r"ab\b", false)];
+        let word_end_on = [regex(r"ab\b", true)];
+        let per_stop = [literal(b"</a>", true), literal(b"b", false)];
+        let at_end = [regex("b$", false)];
+        // (stops, skip, stop ids, calls, (text, released) per call then finish, status, matched)
+        let cases: &[(
+            &[StopSpec<'_>],
+            &[(&[u8], &[u8])],
+            &[i64],
+            &[&[i64]],
+            &[(&str, usize)],
+            Status,
+            &str,
+        )] = &[
+            // A regex settled by the next token: the tokens holding the match are not
+            // released (none of their text was emitted); the one settling it is after the cut.
+            (
+                &word_end,
+                &[],
+                &[],
+                &[&[0], &[1], &[19]],
+                &[("", 0), ("", 0), ("", 0), ("", 0)],
+                Status::Stopped(0),
+                "ab",
+            ),
+            // Its flag on: nothing is held, each token is released as it comes.
+            (
+                &word_end_on,
+                &[],
+                &[],
+                &[&[0], &[1], &[19]],
+                &[("a", 1), ("b", 1), ("", 0), ("", 0)],
+                Status::Stopped(0),
+                "ab",
+            ),
+            // A special token between the match and the character settling it sits at the
+            // cut: released with the flag on (all the text before it was emitted), not without.
+            (
+                &word_end_on,
+                &[],
+                &[],
+                &[&[0, 1, 14, 19, 0]],
+                &[("ab", 3), ("", 0)],
+                Status::Stopped(0),
+                "ab",
+            ),
+            (
+                &word_end,
+                &[],
+                &[],
+                &[&[0, 1, 14, 19, 0]],
+                &[("", 0), ("", 0)],
+                Status::Stopped(0),
+                "ab",
+            ),
+            // `finish` settles it: the stop fires there, and releases nothing more.
+            (&word_end, &[], &[], &[&[19, 0, 1]], &[(" ", 1), ("", 0)], Status::Stopped(0), "ab"),
+            (&at_end, &[], &[], &[&[0, 1]], &[("a", 1), ("", 0)], Status::Stopped(0), "b"),
+            (&at_end, &[], &[], &[&[1, 0]], &[("ba", 2), ("", 0)], Status::Finished, ""),
+            // Per-stop include: the winner's flag decides the cut and the released tokens.
+            (
+                &per_stop,
+                &[],
+                &[],
+                &[&[0, 4, 5, 1]],
+                &[("a</a>", 3), ("", 0)],
+                Status::Stopped(0),
+                "</a>",
+            ),
+            (
+                &per_stop,
+                &[],
+                &[],
+                &[&[0, 4, 1, 5]],
+                &[("a</", 2), ("", 0)],
+                Status::Stopped(1),
+                "b",
+            ),
+            // A skip region: nothing inside it is held or matched.
+            (
+                &[literal(b"a", false)],
+                &[(b"<", b">")],
+                &[],
+                &[&[2, 0, 5], &[0]],
+                &[("<aa>", 3), ("", 0), ("", 0)],
+                Status::Stopped(0),
+                "a",
+            ),
+            // A stop token ends the text as `finish` would: the regex it settles came first.
+            (
+                &word_end,
+                &[],
+                &[14],
+                &[&[0, 1, 14, 0]],
+                &[("", 0), ("", 0)],
+                Status::Stopped(0),
+                "ab",
+            ),
+            (&word_end, &[], &[14], &[&[0, 14, 1]], &[("a", 2), ("", 0)], Status::Finished, ""),
+        ];
+        for (stops, skip, stop_ids, calls, want, status, matched) in cases {
+            let m = Matcher::new(stops, None, skip).unwrap();
+            let (got, st, seq, _) = run_composed(&m, stop_ids, calls);
+            let want: Vec<(String, usize)> =
+                want.iter().map(|(t, n)| ((*t).to_owned(), *n)).collect();
+            assert_eq!(got, want, "{stops:?} {calls:?}");
+            assert_eq!((st, seq.as_str()), (*status, *matched), "{stops:?} {calls:?}");
+        }
+    }
+
+    #[test]
+    fn composed_stop_tokens() {
+        let m = Matcher::new(&[regex(r"ab\b", false)], None, &[]).unwrap();
+        // Nothing pending: the stream ends as a stop token.
+        let (_, st, _, token) = run_composed(&m, &[14], &[&[0, 14, 1]]);
+        assert_eq!((st, token), (Status::Finished, Some(14)));
+        // A match the end of the text settles wins over the stop token.
+        let (_, st, _, token) = run_composed(&m, &[14], &[&[0, 1, 14, 0]]);
+        assert_eq!((st, token), (Status::Stopped(0), None));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// A composed list of literal stops (one include flag for all, no regions) behaves
+        /// exactly as the literal path, call by call: text, released counts, errors (which
+        /// consume nothing), held text and state.
+        #[test]
+        fn composed_literals_match_the_literal_path(
+            stops in prop::collection::vec(stop_word(), 0..4),
+            include in any::<bool>(),
+            replace in any::<bool>(),
+            strip in any::<bool>(),
+            stop_ids in prop::collection::vec(prop::sample::select(vec![1i64, 4, 8, 13, 14, 11]), 0..2),
+            calls in calls(),
+        ) {
+            let vocab = vocab(strip);
+            let set = StopSet::new(&stops).unwrap();
+            let specs: Vec<StopSpec<'_>> = stops.iter().map(|s| literal(s, include)).collect();
+            let m = Matcher::new(&specs, None, &[]).unwrap();
+            let mut lit = TokenStream::new(&vocab, include, replace, &stop_ids).unwrap();
+            let mut com = TokenStream::composed(&vocab, &m, include, replace, &stop_ids).unwrap();
+            for call in &calls {
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                let (ra, rb) = match call {
+                    Some(ids) => (lit.feed(&vocab, &set, ids, &mut a), com.feed(&vocab, &m, ids, &mut b)),
+                    None => (lit.finish(&set, &mut a), com.finish(&m, &mut b)),
+                };
+                prop_assert_eq!(ra.is_ok(), rb.is_ok(), "{:?}", call);
+                if let (Ok(x), Ok(y)) = (&ra, &rb) {
+                    prop_assert_eq!(x, y, "released after {:?}", call);
+                }
+                prop_assert_eq!(&a, &b, "text after {:?}", call);
+                prop_assert_eq!(lit.held(&set), com.held(&m));
+                prop_assert_eq!(lit.tail(), com.tail());
+                prop_assert_eq!(
+                    (lit.status(), lit.stop_token(), lit.is_closed(), lit.unreleased()),
+                    (com.status(), com.stop_token(), com.is_closed(), com.unreleased())
+                );
+            }
+        }
     }
 }

@@ -6,6 +6,11 @@
 //! every stream's ids while taking its filter's lock, does the Rust work (detached from the
 //! interpreter), then builds the pieces.
 //!
+//! Stops of every kind (§6): a plain `str` list runs the literal token stream, anything else
+//! (`Stop`, `Regex`, skip regions) the composed matcher through the same token bookkeeping
+//! ([`TokenState`]). The fast steps below are the literal path's; a composed filter takes
+//! `feed_batch`'s general path.
+//!
 //! Performance choices (a step of 256 streams, one id each, `benches/tokens.py`; instruction
 //! counts per stream from callgrind, since the 2-core machine is shared and noisy):
 //! * the usual step (one id in, exactly its text out, one token released) returns a
@@ -29,19 +34,22 @@
 //! much.
 
 use std::cell::RefCell;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
-use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{
+    PyException, PyMemoryError, PyRuntimeError, PyTypeError, PyUnicodeDecodeError, PyValueError,
+};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyString, PyTuple, PyType};
 
 use super::convert::make_str;
 use super::errors::{map_error, parse_errors, type_name};
-use super::stopset::{resolve, stop_index, stop_sequence, IncludeStop, SkipArgs, Stops};
+use super::filters::stop_text;
+use super::stopset::{resolve, stop_index, IncludeStop, SkipArgs, Stops};
 use super::{lock, try_lock};
 use crate::lock::{Guard, TryLock};
-use crate::{Error, Fed, Status, TokenStream};
+use crate::{Error, Fed, MatchStream, Matcher, Status, StopSet, TokenStream};
 
 /// A tokenizer's vocabulary: token id to bytes (`stopstream.Vocab`).
 #[pyclass(frozen, module = "stopstream._core")]
@@ -145,29 +153,45 @@ struct Ids {
 }
 
 impl Ids {
-    /// Appends the ids of `obj` (an iterable of ints); `what` names it in messages.
-    fn extend(&mut self, obj: &Bound<'_, PyAny>, what: &str, index: Option<usize>) -> PyResult<()> {
-        let what = |(): ()| match index {
-            Some(i) => format!("{what}[{i}]"),
-            None => what.to_owned(),
+    /// Appends the ids of `obj` (an iterable of ints, or one int); `what` names it in messages
+    /// (`"feed()"` for a feed's ids, which is also what a batch entry's errors quote).
+    fn extend(&mut self, obj: &Bound<'_, PyAny>, what: &str) -> PyResult<()> {
+        let feed = what == "feed()";
+        let not_ids = |obj: &Bound<'_, PyAny>| {
+            let verb = if feed { "takes" } else { "must be" };
+            PyTypeError::new_err(format!(
+                "{what} {verb} an int or an iterable of int, not {}",
+                type_name(obj)
+            ))
         };
         let start = self.ids.len();
         let push = |this: &mut Ids, i: usize, item: &Bound<'_, PyAny>| -> PyResult<()> {
-            match item.extract::<i64>() {
-                Ok(v) => this.ids.push(v),
-                Err(_) if item.is_instance_of::<PyInt>() => {
-                    let negative = item.lt(0i64)?;
-                    this.ids.push(if negative { i64::MIN } else { i64::MAX });
-                    this.huge.push((this.ids.len() - 1 - start, item.str()?.to_string()));
-                }
-                Err(e) if item.hasattr("__index__")? => return Err(e),
-                Err(_) => {
-                    return Err(PyTypeError::new_err(format!(
-                        "{}: token id at position {i} must be an int, not {}",
-                        what(()),
-                        type_name(item)
-                    )))
-                }
+            if let Ok(v) = item.extract::<i64>() {
+                this.ids.push(v);
+                return Ok(());
+            }
+            // Not an `i64`: an int out of its range, an int-like (a NumPy integer) whose value
+            // is one, or no id at all.
+            let int = if item.is_instance_of::<PyInt>() {
+                item.clone()
+            } else if item.hasattr("__index__")? {
+                // Its value as `operator.index` gives it (an error of `__index__` propagates).
+                item.py().import("operator")?.call_method1("index", (item,))?
+            } else {
+                let place = if feed { String::new() } else { format!("{what}: ") };
+                return Err(PyTypeError::new_err(format!(
+                    "{place}token id at position {i} must be an int, not {}",
+                    type_name(item)
+                )));
+            };
+            if let Ok(v) = int.extract::<i64>() {
+                this.ids.push(v);
+            } else {
+                // Out of range: saturated, so that it is still "not in the vocabulary" (never
+                // `OverflowError`), and kept as written for the message.
+                let negative = int.lt(0i64)?;
+                this.ids.push(if negative { i64::MIN } else { i64::MAX });
+                this.huge.push((this.ids.len() - 1 - start, int.str()?.to_string()));
             }
             Ok(())
         };
@@ -186,22 +210,14 @@ impl Ids {
                 push(self, i, &item)?;
             }
         } else if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
-            return Err(PyTypeError::new_err(format!(
-                "{} must be an int or an iterable of int, not {}",
-                what(()),
-                type_name(obj)
-            )));
+            return Err(not_ids(obj));
         } else {
             let Ok(iter) = obj.try_iter() else {
                 if obj.hasattr("__index__")? {
                     // One id of an int-like type (a NumPy integer).
                     return push(self, 0, obj);
                 }
-                return Err(PyTypeError::new_err(format!(
-                    "{} must be an int or an iterable of int, not {}",
-                    what(()),
-                    type_name(obj)
-                )));
+                return Err(not_ids(obj));
             };
             for (i, item) in iter.enumerate() {
                 push(self, i, &item?)?;
@@ -212,7 +228,7 @@ impl Ids {
 
     fn from(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Ids> {
         let mut ids = Ids::default();
-        ids.extend(obj, what, None)?;
+        ids.extend(obj, what)?;
         Ok(ids)
     }
 
@@ -239,6 +255,48 @@ fn token_error(
             shown(position)
         )),
         None => map_error(py, e),
+    }
+}
+
+/// The error of `feed_batch`'s entry `i`, from `err`, what feeding `filters[i]` alone with
+/// `ids_per_filter[i]` raises: an exception of the same type whose message is prefixed
+/// `ids_per_filter[i]: `, with `err` as its `__cause__`. A `UnicodeDecodeError` keeps its
+/// encoding, object, start and end, and its reason is prefixed. An exception whose type cannot
+/// be built from one message (a user's own type, from an iterable of ids that raised), or that
+/// is no `Exception` (`KeyboardInterrupt`), propagates unchanged.
+fn entry_error(py: Python<'_>, i: usize, err: PyErr) -> PyErr {
+    let prefix = format!("ids_per_filter[{i}]: ");
+    let value = err.value(py).clone().into_any();
+    let ty = value.get_type();
+    let built = if value.is_instance_of::<PyUnicodeDecodeError>() {
+        (|| {
+            let reason: String = value.getattr("reason")?.extract()?;
+            ty.call1((
+                value.getattr("encoding")?,
+                value.getattr("object")?,
+                value.getattr("start")?,
+                value.getattr("end")?,
+                format!("{prefix}{reason}"),
+            ))
+        })()
+    } else if value.is_instance_of::<PyException>() {
+        // The message as given (`KeyError`'s `str` is the repr of its key), else as shown.
+        let args = value.getattr("args").and_then(|a| a.extract::<(String,)>());
+        let msg = match args {
+            Ok((msg,)) => Ok(msg),
+            Err(_) => value.str().map(|m| m.to_string()),
+        };
+        msg.and_then(|msg| ty.call1((format!("{prefix}{msg}"),)))
+    } else {
+        return err;
+    };
+    match built {
+        Ok(new) if new.is_exact_instance(&ty) => {
+            let new = PyErr::from_value(new);
+            new.set_cause(py, Some(err));
+            new
+        }
+        _ => err,
     }
 }
 
@@ -478,13 +536,158 @@ fn short_ids(obj: &Bound<'_, PyAny>, buf: &mut [i64; STACK_IDS]) -> Option<usize
     Some(n)
 }
 
+/// A filter's stream: the literal path (a plain `str` list), or the composed matcher of
+/// contract §6 (`Stop` and `Regex` items, skip regions) over the same token bookkeeping.
+///
+/// A struct rather than an enum: the literal stream is a plain field, so the engine's batch
+/// step reaches it with no dispatch per stream (an enum's match there cost about 7 instructions
+/// per stream of a 256-stream step, callgrind: 367 against 360). The composed stream is boxed:
+/// its state is several times the literal one's, and filters of a batch stay as small as they
+/// were.
+#[derive(Clone)]
+struct TokenState {
+    /// The literal stream; unused (left fresh) when `composed` is set.
+    literal: TokenStream,
+    composed: Option<Box<ComposedStream>>,
+}
+
+/// A composed stream with the matcher it runs against (shared with the filter's `StopSet`).
+#[derive(Clone)]
+struct ComposedStream {
+    matcher: Arc<Matcher>,
+    stream: TokenStream<MatchStream>,
+}
+
+impl ComposedStream {
+    /// [`TokenStream::feed_id`], out of line: the literal step's callers stay small.
+    #[inline(never)]
+    fn feed_id(&mut self, vocab: &crate::Vocab, id: i64, out: &mut Vec<u8>) -> Result<Fed, Error> {
+        self.stream.feed_id(vocab, &self.matcher, id, out)
+    }
+}
+
+impl TokenState {
+    /// [`TokenStream::feed_id`]; `set` is the literal list (unused by a composed stream).
+    #[allow(
+        clippy::inline_always,
+        reason = "the literal step inlines into `feed` as it did before there were two kinds of stream: left to itself the compiler calls this"
+    )]
+    #[inline(always)]
+    fn feed_id(
+        &mut self,
+        vocab: &crate::Vocab,
+        set: &StopSet,
+        id: i64,
+        out: &mut Vec<u8>,
+    ) -> Result<Fed, Error> {
+        match &mut self.composed {
+            None => self.literal.feed_id(vocab, set, id, out),
+            Some(c) => c.feed_id(vocab, id, out),
+        }
+    }
+
+    /// [`TokenStream::feed`].
+    fn feed(
+        &mut self,
+        vocab: &crate::Vocab,
+        set: &StopSet,
+        ids: &[i64],
+        out: &mut Vec<u8>,
+    ) -> Result<usize, Error> {
+        match &mut self.composed {
+            None => self.literal.feed(vocab, set, ids, out),
+            Some(c) => c.stream.feed(vocab, &c.matcher, ids, out),
+        }
+    }
+
+    fn finish(&mut self, set: &StopSet, out: &mut Vec<u8>) -> Result<usize, Error> {
+        match &mut self.composed {
+            None => self.literal.finish(set, out),
+            Some(c) => c.stream.finish(&c.matcher, out),
+        }
+    }
+
+    fn reset(&mut self, set: &StopSet) {
+        match &mut self.composed {
+            None => self.literal.reset(set),
+            Some(c) => c.stream.reset(&c.matcher),
+        }
+    }
+
+    /// Whether [`engine_step`] takes this stream: on the literal path (which it feeds
+    /// directly), open (not finished), and in replace mode.
+    #[inline]
+    fn engine_ready(&self) -> bool {
+        self.composed.is_none() && !self.literal.is_finished() && self.literal.replace()
+    }
+
+    #[inline]
+    fn status(&self) -> Status {
+        match &self.composed {
+            None => self.literal.status(),
+            Some(c) => c.stream.status(),
+        }
+    }
+
+    fn stop_token(&self) -> Option<i64> {
+        match &self.composed {
+            None => self.literal.stop_token(),
+            Some(c) => c.stream.stop_token(),
+        }
+    }
+
+    #[inline]
+    fn is_finished(&self) -> bool {
+        match &self.composed {
+            None => self.literal.is_finished(),
+            Some(c) => c.stream.is_finished(),
+        }
+    }
+
+    #[inline]
+    fn replace(&self) -> bool {
+        match &self.composed {
+            None => self.literal.replace(),
+            Some(c) => c.stream.replace(),
+        }
+    }
+
+    fn include_stop(&self) -> bool {
+        match &self.composed {
+            None => self.literal.include_stop(),
+            Some(c) => c.stream.include_stop(),
+        }
+    }
+
+    fn stop_ids(&self) -> &[i64] {
+        match &self.composed {
+            None => self.literal.stop_ids(),
+            Some(c) => c.stream.stop_ids(),
+        }
+    }
+
+    /// The held text.
+    fn held<'a>(&'a self, set: &'a StopSet) -> &'a [u8] {
+        match &self.composed {
+            None => self.literal.held(set),
+            Some(c) => c.stream.held(&c.matcher),
+        }
+    }
+
+    /// The text the stop that fired matched, or `None` on the literal path (which reports the
+    /// list's item).
+    fn matched(&self) -> Option<&[u8]> {
+        self.composed.as_ref().map(|c| c.stream.matcher().stop_sequence(&c.matcher))
+    }
+}
+
 /// Stop sequences and stop token ids over a stream of token ids (`stopstream.TokenStopFilter`).
 #[pyclass(frozen, module = "stopstream._core")]
 pub(super) struct TokenStopFilter {
     vocab: Py<Vocab>,
     stops: Stops,
     stop_ids: Py<PyTuple>,
-    state: TryLock<TokenStream>,
+    state: TryLock<TokenState>,
 }
 
 impl TokenStopFilter {
@@ -498,43 +701,52 @@ impl TokenStopFilter {
     #[new]
     #[pyo3(signature = (
         vocab, stops, *, include_stop = IncludeStop::default(), stop_token_ids = None,
-        errors = "replace"
+        errors = "replace", skip = None, skip_until = None
     ))]
     #[pyo3(
-        text_signature = "(vocab, stops, *, include_stop=False, stop_token_ids=None, errors='replace')"
+        text_signature = "(vocab, stops, *, include_stop=False, stop_token_ids=None, errors='replace', skip=None, skip_until=None)"
     )]
-    fn new(
-        py: Python<'_>,
-        vocab: Bound<'_, Vocab>,
-        stops: Option<&Bound<'_, PyAny>>,
+    #[allow(clippy::too_many_arguments, reason = "the constructor's keyword arguments")]
+    fn new<'py>(
+        py: Python<'py>,
+        vocab: Bound<'py, Vocab>,
+        stops: Option<&Bound<'py, PyAny>>,
         include_stop: IncludeStop,
-        stop_token_ids: Option<&Bound<'_, PyAny>>,
+        stop_token_ids: Option<&Bound<'py, PyAny>>,
         errors: &str,
+        skip: Option<&Bound<'py, PyAny>>,
+        skip_until: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Self> {
         let replace = parse_errors(errors)?;
-        let (stops, include_stop) = resolve(py, stops, include_stop, SkipArgs::default())?;
-        if stops.ext.is_some() {
-            // Token streams run the literal automaton only, for now: say so rather than
-            // silently matching nothing.
-            return Err(pyo3::exceptions::PyValueError::new_err(
-                "TokenStopFilter takes plain str stops only (no Stop, Regex or skip regions)",
-            ));
-        }
+        let (stops, include_stop) =
+            resolve(py, stops, include_stop, SkipArgs { skip, skip_until })?;
         let ids = match stop_token_ids {
             Some(s) if !s.is_none() => Ids::from(s, "stop_token_ids")?,
             _ => Ids::default(),
         };
-        let state =
-            TokenStream::new(&vocab.get().inner, include_stop, replace, &ids.ids).map_err(|e| {
-                match e.invalid_token() {
-                    Some((p, _)) => PyValueError::new_err(format!(
-                        "stop token id {} at position {p} is not in the vocabulary (ids 0..{})",
-                        ids.show(0, p),
-                        vocab.get().inner.len()
-                    )),
-                    None => map_error(py, &e),
+        let inner = &vocab.get().inner;
+        let build = || {
+            let literal = TokenStream::new(inner, include_stop, replace, &ids.ids)?;
+            // `Stop` or `Regex` items, or skip regions: the composed matcher, as the text and
+            // byte filters run it.
+            let composed = match &stops.ext {
+                Some(c) => {
+                    let stream =
+                        TokenStream::composed(inner, &c.matcher, include_stop, replace, &ids.ids)?;
+                    Some(Box::new(ComposedStream { matcher: Arc::clone(&c.matcher), stream }))
                 }
-            })?;
+                None => None,
+            };
+            Ok::<_, Error>(TokenState { literal, composed })
+        };
+        let state = build().map_err(|e| match e.invalid_token() {
+            Some((p, _)) => PyValueError::new_err(format!(
+                "stop token id {} at position {p} is not in the vocabulary (ids 0..{})",
+                ids.show(0, p),
+                inner.len()
+            )),
+            None => map_error(py, &e),
+        })?;
         let stop_ids = PyTuple::new(py, state.stop_ids())?.unbind();
         Ok(TokenStopFilter { vocab: vocab.unbind(), stops, stop_ids, state: TryLock::new(state) })
     }
@@ -580,7 +792,7 @@ impl TokenStopFilter {
     }
 
     fn reset(&self, py: Python<'_>) -> PyResult<()> {
-        lock(py, &self.state)?.reset();
+        lock(py, &self.state)?.reset(&self.stops.set);
         Ok(())
     }
 
@@ -617,8 +829,11 @@ impl TokenStopFilter {
 
     #[getter]
     fn stop_sequence(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        let status = lock(py, &self.state)?.status();
-        Ok(stop_sequence(py, &self.stops, status))
+        let (status, matched) = {
+            let st = lock(py, &self.state)?;
+            (st.status(), st.matched().map(<[u8]>::to_vec))
+        };
+        stop_text(py, &self.stops, status, matched.as_deref())
     }
 
     #[getter]
@@ -648,8 +863,8 @@ impl TokenStopFilter {
 
     #[getter]
     fn pending<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyString>> {
-        let held = lock(py, &self.state)?.held(&self.stops.set);
-        make_str(py, held)
+        let held = lock(py, &self.state)?.held(&self.stops.set).to_vec();
+        make_str(py, &held)
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
@@ -684,9 +899,9 @@ struct Item<'a> {
 /// elsewhere is `RuntimeError` under the GIL (its holder cannot be waited for: it may be this
 /// very thread), and in a free-threaded build the batch lets go of everything and retries, so
 /// two batches over the same filters cannot deadlock.
-fn lock_all<'a>(py: Python<'_>, items: &mut [Item<'a>]) -> PyResult<Vec<Guard<'a, TokenStream>>> {
+fn lock_all<'a>(py: Python<'_>, items: &mut [Item<'a>]) -> PyResult<Vec<Guard<'a, TokenState>>> {
     'retry: loop {
-        let mut guards: Vec<Guard<'a, TokenStream>> = Vec::with_capacity(items.len());
+        let mut guards: Vec<Guard<'a, TokenState>> = Vec::with_capacity(items.len());
         for i in 0..items.len() {
             let filter = items[i].filter;
             if let Some(g) = try_lock(py, &filter.state) {
@@ -714,10 +929,15 @@ fn lock_all<'a>(py: Python<'_>, items: &mut [Item<'a>]) -> PyResult<Vec<Guard<'a
 
 /// Feeds many streams in one call: `ids_per_filter[i]` to `filters[i]`.
 ///
-/// All or nothing: a bad id or (in strict mode) invalid UTF-8 in any stream raises the error
-/// feeding that stream alone would, naming its position in the batch, and no filter changes.
-/// Only streams that can fail (an id outside the vocabulary, strict decoding, a filter given
-/// twice) are first run on a copy; the common step is one pass over the real states.
+/// All or nothing: an error in any entry changes no filter. The rule for naming it: what
+/// feeding `filters[i]` alone with `ids_per_filter[i]` would raise (a bad id, ids of the wrong
+/// type, a finished filter, invalid UTF-8 in strict mode, an error raised by the ids' own
+/// iterable) is raised as the same type, prefixed `ids_per_filter[i]: ` and chained from that
+/// error ([`entry_error`]), so a caller can tell which request to fail without parsing; only a
+/// `filters[i]` that cannot be fed at all (not a `TokenStopFilter`, or in use by another call)
+/// is named `filters[i]`, since no feed of it exists to quote. Only streams that can fail (an
+/// id outside the vocabulary, strict decoding, a finished filter, a filter given twice) are
+/// first run on a copy; the common step is one pass over the real states.
 #[pyfunction]
 pub(super) fn feed_batch<'py>(
     py: Python<'py>,
@@ -791,13 +1011,7 @@ pub(super) fn feed_batch<'py>(
                     .find(|(b, q, _)| *b == i && *q == p)
                     .map_or_else(|| flat[it.ids.start + p].to_string(), |(_, _, s)| s.clone())
             };
-            let err = token_error(py, &e, shown, size);
-            let msg = err.value(py).str()?.to_string();
-            return Err(if e.invalid_token().is_some() {
-                PyValueError::new_err(format!("ids_per_filter[{i}]: {msg}"))
-            } else {
-                err
-            });
+            return Err(entry_error(py, i, token_error(py, &e, shown, size)));
         }
     };
     let pieces = items
@@ -813,7 +1027,7 @@ pub(super) fn feed_batch<'py>(
 /// One stream of [`engine_step`].
 #[cfg(not(Py_GIL_DISABLED))]
 struct Step<'a> {
-    state: Guard<'a, TokenStream>,
+    state: Guard<'a, TokenState>,
     filter: &'a TokenStopFilter,
     vocab: &'a Vocab,
     id: i64,
@@ -826,7 +1040,8 @@ struct Step<'a> {
 
 /// `feed_batch` of the engine's usual step: exact lists of filters and of plain `int` ids, or
 /// exact lists of one such id (each fits `i64`, is in its vocabulary, and goes to a distinct
-/// filter, open and in `"replace"` mode), so no stream can fail and none is read twice.
+/// filter, open, in `"replace"` mode and on the literal path), so no stream can fail and none
+/// is read twice.
 /// Anything else is `None` before any filter changes, and the general path takes the batch.
 ///
 /// It reads the lists' items in place and the ints with `PyLong_AsLongLongAndOverflow`, one
@@ -888,7 +1103,7 @@ fn engine_step<'py>(
         }
         // Taken: the filter is given twice, or is in use by a call it made re-entrantly.
         let Some(state) = try_lock(py, &filter.state) else { return Ok(None) };
-        if state.is_finished() || !state.replace() {
+        if !state.engine_ready() {
             return Ok(None);
         }
         let (vocab, fed) = (filter.vocab.get(), Fed { released: 0, whole: false });
@@ -902,8 +1117,11 @@ fn engine_step<'py>(
         let mut out = Vec::new();
         for (i, s) in steps.iter_mut().enumerate() {
             let start = out.len() as u32;
+            // The literal stream directly: `engine_ready` held for every stream.
+            debug_assert!(s.state.composed.is_none());
             s.fed = s
                 .state
+                .literal
                 .feed_id(&s.vocab.inner, &s.filter.stops.set, s.id, &mut out)
                 .map_err(|e| (i, e))?;
             s.out = (start, out.len() as u32);
@@ -916,11 +1134,11 @@ fn engine_step<'py>(
     // Always detached, as the contract says (§7); see `feed_batch`.
     let out = match py.detach(|| run(&mut steps)) {
         Ok(out) => out,
-        // Nothing can fail here (checked above); if it did, say what, as `feed` would.
+        // Nothing can fail here (checked above); if it did, say what, as the general path would.
         Err((i, e)) => {
             let size = steps[i].filter.size();
             let id = steps[i].id;
-            return Err(token_error(py, &e, |_| id.to_string(), size));
+            return Err(entry_error(py, i, token_error(py, &e, |_| id.to_string(), size)));
         }
     };
     // SAFETY: `n` fits `Py_ssize_t`; a null result is the error set by CPython.
@@ -948,7 +1166,7 @@ struct Batch<'a> {
     /// Ints too large for `i64`, as `(stream, position, as written)`, for messages.
     huge: Vec<(usize, usize, String)>,
     /// The filters' locks, when they could be taken while reading.
-    guards: Option<Vec<Guard<'a, TokenStream>>>,
+    guards: Option<Vec<Guard<'a, TokenState>>>,
     /// No stream can fail (decided while locking).
     safe: bool,
 }
@@ -979,7 +1197,7 @@ impl<'a> Batch<'a> {
                     locking = false;
                     guards.clear();
                 }
-                ids.extend(l, "ids_per_filter", Some(i))?;
+                ids.extend(l, "feed()").map_err(|e| entry_error(py, i, e))?;
                 huge.extend(ids.huge.drain(..).map(|(p, s)| (i, p, s)));
             }
             let filter = f.get();
@@ -1021,7 +1239,7 @@ impl<'a> Batch<'a> {
 fn run_batch(
     items: &mut [Item<'_>],
     flat: &[i64],
-    guards: &mut [Guard<'_, TokenStream>],
+    guards: &mut [Guard<'_, TokenState>],
     safe: bool,
 ) -> Result<Vec<u8>, (usize, Error)> {
     let mut out = Vec::with_capacity(flat.len() * 8);
@@ -1041,7 +1259,7 @@ fn run_batch(
             uses[it.slot] += 1;
         }
     }
-    let risky = |it: &Item<'_>, st: &TokenStream| {
+    let risky = |it: &Item<'_>, st: &TokenState| {
         uses.get(it.slot).is_some_and(|&n| n > 1)
             || !st.replace()
             || st.is_finished()
@@ -1049,7 +1267,7 @@ fn run_batch(
     };
     // Streams that can fail run on copies first; their outputs are kept and the copies become
     // the real states once every stream has succeeded.
-    let mut shadows: Vec<Option<TokenStream>> = Vec::new();
+    let mut shadows: Vec<Option<TokenState>> = Vec::new();
     for it in items.iter() {
         if shadows.get(it.slot).is_none_or(Option::is_none) && risky(it, &guards[it.slot]) {
             if shadows.is_empty() {
@@ -1085,7 +1303,7 @@ fn run_batch(
 /// Feeds one batch entry to `st`.
 #[inline]
 fn feed_item(
-    st: &mut TokenStream,
+    st: &mut TokenState,
     it: &Item<'_>,
     flat: &[i64],
     out: &mut Vec<u8>,
