@@ -27,7 +27,7 @@ from typing import Any
 from ._core import Stop, StopFilter
 from ._vllm_options import RequestStops
 
-__all__ = ["StopDetokenizer"]
+__all__ = ["StopDetokenizer", "stream_span"]
 
 
 def _literal(stop: object, include_stop: bool) -> tuple[str, bool]:
@@ -74,6 +74,24 @@ class _Window:
                     held = k
                     break
         return held
+
+
+def stream_span(
+    detokenizer: Any, kept: int, released: int, finished: bool, count: int
+) -> tuple[int, int] | None:
+    """The output tokens to stream with the text emitted so far, as ``(start, end)`` indexes
+    into the ``kept`` output tokens, marked streamed (``detokenizer._sent_tokens``); ``None``
+    when they are the last ``count`` (what vLLM sends anyway). Contract §7's release rule: a
+    token goes out once all of its text has (the first ``released`` tokens); on a stop or at
+    the end, every token kept."""
+    end = kept if finished or detokenizer._done else released
+    start: int = detokenizer._sent_tokens
+    if end < start:
+        end = start
+    detokenizer._sent_tokens = end
+    if end == kept and start == kept - count:
+        return None
+    return start, end
 
 
 class StopDetokenizer:
@@ -162,19 +180,9 @@ class StopDetokenizer:
         return piece
 
     def stream_tokens(self, finished: bool, count: int) -> tuple[int, int] | None:
-        """The output tokens to stream with the text emitted so far, as ``(start, end)`` indexes
-        into ``output_token_ids``, marked streamed; ``None`` when they are the last ``count``
-        (what vLLM sends anyway). Contract §7's release rule: a token goes out once all of its
-        text has; on a stop or at the end, every token kept."""
-        n = self.num_output_tokens()
-        end = n if finished or self._done else bisect_right(self._ends, len(self._out))
-        start = self._sent_tokens
-        if end < start:
-            end = start
-        self._sent_tokens = end
-        if end == n and start == n - count:
-            return None
-        return start, end
+        """The output tokens to stream with the text emitted so far (see :func:`stream_span`)."""
+        released = bisect_right(self._ends, len(self._out))
+        return stream_span(self, self.num_output_tokens(), released, finished, count)
 
     def _feed(self, piece: str) -> bool:
         """Take one token's text; ``True`` when a stop fired on it."""

@@ -208,12 +208,13 @@ def _patch_streamed_tokens() -> None:
     delta_kind = _vllm("vllm.sampling_params").RequestOutputKind.DELTA
     state_cls: Any = output_processor.RequestState
     original = state_cls._new_completion_output
+    ours = (TokenDetokenizer, StopDetokenizer)
 
     def new_completion_output(
         self: Any, token_ids: Any, finish_reason: Any, stop_reason: Any
     ) -> Any:
         d = self.detokenizer
-        if not isinstance(d, (StopDetokenizer, TokenDetokenizer)) or self.output_kind != delta_kind:
+        if not isinstance(d, ours) or self.output_kind is not delta_kind:
             return original(self, token_ids, finish_reason, stop_reason)
         released = d.stream_tokens(finish_reason is not None, len(token_ids))
         if released is None:
