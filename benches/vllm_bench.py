@@ -20,9 +20,13 @@ Run it in the venv that ``.ci/vllm-venv`` builds:
 from __future__ import annotations
 
 import argparse
+import ctypes
+import gc
 import importlib
+import json
 import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -124,9 +128,55 @@ def bench_process_outputs(tokenizer: Any, requests: list[Any], tokens: list[list
     return elapsed / (steps * len(requests)) * 1e6
 
 
+def bench_memory(tokenizer: Any, requests: list[Any], tokens: list[list[int]]) -> float:
+    """Bytes of heap per request: detokenizers for 16 copies of the requests, each fed its
+    token stream (the state of a batch in flight), counted by glibc's ``mallinfo2`` in a
+    process run with ``PYTHONMALLOC=malloc`` (so that Python's objects and the filters' Rust
+    state are both malloc's)."""
+    IncrementalDetokenizer = _vllm("vllm.v1.engine.detokenizer").IncrementalDetokenizer
+    libc = ctypes.CDLL(None)
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+            "uordblks", "fordblks", "keepcost",
+        )]  # fmt: skip
+
+    libc.mallinfo2.restype = MallInfo2
+
+    def in_use() -> int:
+        info = libc.mallinfo2()
+        return int(info.uordblks + info.hblkhd)
+
+    copies = requests * 16
+    streams_ = tokens * 16
+    gc.collect()
+    before = in_use()
+    dets = [IncrementalDetokenizer.from_new_request(tokenizer, r) for r in copies]
+    for d, ids in zip(dets, streams_, strict=True):
+        for token in ids:
+            d.update([token], False)
+            d.get_next_output_text(False, True)
+    gc.collect()
+    grown = in_use() - before
+    del dets
+    return grown / len(copies)
+
+
+def memory_child(tokenizer: Any, requests: list[Any], tokens: list[list[int]]) -> None:
+    """``--memory``: print the bytes per request of vLLM's own detokenizer and the plugin's."""
+    plugin = _vllm("stopstream.vllm")
+    result = {}
+    for name, enabled in (("stock", False), ("plugin", True)):
+        plugin.set_enabled(enabled)
+        result[name] = min(bench_memory(tokenizer, requests, tokens) for _ in range(3))
+    print(json.dumps(result))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="few steps (a smoke run)")
+    parser.add_argument("--memory", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     plugin = _vllm("stopstream.vllm")
@@ -144,6 +194,17 @@ def main() -> None:
     tokens = streams(ids, steps)
     rng = random.Random(0)
     rows = []
+    if args.memory:
+        memory_child(tokenizer, make_requests(tokenizer, stop_list(4, rng), prompt_ids), tokens)
+        return
+    child = subprocess.run(
+        [sys.executable, __file__, "--memory", *(["--quick"] if args.quick else [])],
+        env={**os.environ, "PYTHONMALLOC": "malloc"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    memory = json.loads(child.stdout.strip().splitlines()[-1])
     for count, kind in ((0, "tags"), (4, "tags"), (100, "tags"), (1000, "tags"), (1000, "words")):
         stops = stop_list(count, rng, kind)
         requests = make_requests(tokenizer, stops, prompt_ids)
@@ -153,6 +214,12 @@ def main() -> None:
             best_d = min(bench_detokenizer(tokenizer, requests, tokens) for _ in range(5))
             best_p = min(bench_process_outputs(tokenizer, requests, tokens) for _ in range(5))
             row[f"detok_{name}"], row[f"proc_{name}"] = best_d, best_p
+        if count == 4:
+            for name, enabled in (("stock", False), ("plugin", True), ("stock", False)):
+                plugin.set_enabled(enabled)
+                memory[name] = min(
+                    memory.get(name, 1e18), bench_memory(tokenizer, requests, tokens)
+                )
         plugin.set_enabled(True)
         rows.append((f"{count}" + (" (words)" if kind == "words" else ""), row))
     load = os.getloadavg()
@@ -172,6 +239,11 @@ def main() -> None:
             f"| {r['proc_stock']:.2f} µs | {r['proc_plugin']:.2f} µs "
             f"| {r['proc_plugin'] / r['proc_stock']:.2f}x |"
         )
+    print(
+        f"memory per request (4 stops, {steps} tokens each, heap): stock "
+        f"{memory['stock']:.0f} B, plugin {memory['plugin']:.0f} B "
+        f"({memory['plugin'] / memory['stock']:.2f}x)"
+    )
     flat = [r["detok_plugin"] for c, r in rows if c in ("4", "100", "1000")]
     print(f"plugin detokenizer, max / min over 4, 100, 1000 stops: {max(flat) / min(flat):.2f}x")
 

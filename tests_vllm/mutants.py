@@ -44,20 +44,22 @@ MUTANTS = [
     (
         "text path, streamed ids: one token ahead of its text",
         TEXT,
-        "else bisect_right(self._ends, len(self._out))\n",
-        "else min(n, bisect_right(self._ends, len(self._out)) + 1)\n",
+        "        released = bisect_right(self._ends, len(self._out))\n",
+        "        released = min(\n"
+        "            self.num_output_tokens(), bisect_right(self._ends, len(self._out)) + 1\n"
+        "        )\n",
     ),
     (
         "token-id path, holdback: held text released a step early",
         TOKENS,
-        "                    self._pieces.append(text)\n",
-        "                    self._pieces.append(text + self._filter.pending)\n",
+        "                    self._held = self._held + text if self._held else text\n",
+        "                    self._held = self._held + text + self._filter.pending\n",
     ),
     (
         "token-id path, token cut: the token completing the stop dropped",
         TOKENS,
-        "            self._done = True\n            self._stop = f.stop_sequence\n",
-        "            self._done = True\n            self._ids.pop()\n"
+        "            self._steady = False\n            self._stop = f.stop_sequence\n",
+        "            self._steady = False\n            self._ids.pop()\n"
         "            self._stop = f.stop_sequence\n",
     ),
     (

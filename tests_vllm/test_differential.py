@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from oracle import Expected, all_matches, decode_offsets, expected
+from tiny_model import whole_character_ids
 
 import stopstream
 import stopstream.vllm
@@ -49,16 +50,6 @@ def draw_stops(rng: random.Random, text: str) -> list[str]:
     return [s for s in stops if s][:10]
 
 
-def _whole_utf8(data: bytes | None) -> bool:
-    if not data:
-        return False
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
 def outputs_of(request_outputs: list[Any]) -> list[list[Any]]:
     return [sorted(r.outputs, key=lambda c: c.index) for r in request_outputs]
 
@@ -75,7 +66,7 @@ def runs(llm: Any) -> dict[str, Any]:
     # other half's text full of invalid bytes, which the text path serves.
     vocab = _vllm_fast.vocab_for(llm.get_tokenizer())
     assert vocab is not None
-    clean = [i for i in range(len(vocab)) if _whole_utf8(vocab.token_bytes(i))]
+    clean = whole_character_ids(vocab)
     base = []
     for i in range(REQUESTS):
         n = 2 if i % 11 == 0 else 1

@@ -12,6 +12,7 @@ import pytest
 from oracle import decode_offsets
 
 import stopstream
+from stopstream import _vllm_fast
 
 PROMPT = "stop strings: "
 
@@ -53,7 +54,12 @@ def test_extra_stops(llm: Any, as_json: bool) -> None:
             )
         )
         oracles.append((stops_all, skip_until, u.outputs[0]))
+    before = dict(_vllm_fast.STATS)
     got = llm.generate([PROMPT] * len(seeds), requests, use_tqdm=False)
+    # Regex stops and skip markers take the token-id path too (the tiny tokenizer is a
+    # byte-level vocabulary); a request leaves it only at invalid UTF-8.
+    served = _vllm_fast.STATS["requests"] - before["requests"]
+    assert served == len(seeds), _vllm_fast.STATS
     fired = 0
     for (stops_all, skip_until, u), g, params in zip(oracles, got, requests, strict=True):
         c = g.outputs[0]

@@ -153,6 +153,95 @@ def test_streamed_stops(client: Any, endpoint: str, count: int) -> None:
     assert (finish, stop_reason) == ("stop", stop)
 
 
+def running_requests(server: str) -> float:
+    """The engine's count of running requests at its last step (its scheduler's figure, which
+    the server publishes as the ``vllm:num_requests_running`` gauge)."""
+    with urllib.request.urlopen(server + "/metrics", timeout=10) as r:
+        metrics = r.read().decode()
+    values = [
+        float(line.rsplit(" ", 1)[1])
+        for line in metrics.splitlines()
+        if line.startswith("vllm:num_requests_running")
+    ]
+    assert values, metrics[:2000]
+    return sum(values)
+
+
+def wait_until_idle(server: str) -> None:
+    """Wait until the engine has no request running (one closed by its client is aborted at the
+    engine's next step), polling with a one-token request that updates the count."""
+    import openai
+
+    client = openai.OpenAI(base_url=server + "/v1", api_key="none", max_retries=0)
+    deadline = time.monotonic() + 60
+    while True:
+        client.completions.create(model="tiny", prompt="x", max_tokens=1)
+        if running_requests(server) == 0:
+            return
+        assert time.monotonic() < deadline, "the engine did not become idle"
+        time.sleep(0.5)
+
+
+@pytest.mark.parametrize("endpoint", ["completions", "chat"])
+def test_regex_and_skip_through_extra_body(client: Any, server: str, endpoint: str) -> None:
+    """A regex stop and a skip region sent through ``extra_body``, streamed: the text, the
+    ``finish_reason`` and the ``stop_reason`` (the matched text) are the filter's on the
+    unstopped output; and the engine stops generating when the stop fires: a short request
+    sent right after finds no other request running (the stopped one asked for
+    up to the model's length)."""
+    import re
+
+    prompt = "Regex stops:"
+
+    def create(stream: bool, extra: dict[str, Any] | None, max_tokens: int | None = None) -> Any:
+        # No max_tokens: up to the model's length (256 tokens), with the end-of-text token
+        # ignored, so that a request not stopped is long at work.
+        kw: dict[str, Any] = dict(model="tiny", temperature=1.0, seed=7, stream=stream)
+        kw["extra_body"] = {"ignore_eos": True}
+        if max_tokens is not None:
+            kw["max_tokens"] = max_tokens
+        if extra is not None:
+            kw["extra_body"]["vllm_xargs"] = {"stopstream": json.dumps(extra)}
+        if endpoint == "chat":
+            return client.chat.completions.create(
+                messages=[{"role": "user", "content": prompt}], **kw
+            )
+        return client.completions.create(prompt=prompt, **kw)
+
+    # Seeded sampling gives the same tokens only in the same batch: no other request running.
+    wait_until_idle(server)
+    full = create(False, None, max_tokens=40).choices[0]
+    text = full.message.content if endpoint == "chat" else full.text
+    a = len(text) // 2
+    # The region opens early and closes before the stop's first occurrence after it.
+    opener, closer = text[1:3], text[a - 4 : a - 2]
+    pattern = re.escape(text[a : a + 2]) + "."
+    options = {"stop": [{"regex": pattern}], "skip": [[opener, closer]]}
+    f = stopstream.StopFilter([stopstream.Regex(pattern)], skip=[(opener, closer)])
+    want = f.feed(text) + f.finish()
+    assert f.stopped, (text, options)
+    pieces, finish, stop_reason = [], None, None
+    for chunk in create(True, options):
+        for choice in chunk.choices:
+            piece = choice.delta.content if endpoint == "chat" else choice.text
+            pieces.append(piece or "")
+            if choice.finish_reason is not None:
+                finish = choice.finish_reason
+                stop_reason = getattr(choice, "stop_reason", None)
+    assert "".join(pieces) == want
+    assert (finish, stop_reason) == ("stop", f.stop_sequence)
+    # Engine side: the stopped request is no longer scheduled.
+    create(False, None, max_tokens=1)
+    assert running_requests(server) == 0
+    # The control: the same one-token request beside one still generating finds it running.
+    unstopped = create(True, None)
+    next(iter(unstopped))
+    create(False, None, max_tokens=1)
+    assert running_requests(server) == 1
+    unstopped.close()
+    wait_until_idle(server)
+
+
 def test_more_than_four_stops_in_stop_is_vllms_400(client: Any) -> None:
     import openai
 

@@ -10,19 +10,10 @@ from typing import Any
 
 import pytest
 from oracle import decode_offsets, expected, held
+from tiny_model import whole_character_ids
 
 PROMPT = "The answer is"
 MAX_TOKENS = 32
-
-
-def _whole_utf8(data: bytes | None) -> bool:
-    if not data:
-        return False
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def whole_characters(vocab: Any, ids: Any) -> str:
@@ -75,7 +66,7 @@ def streamed(llm: Any) -> dict[str, Any]:
     # Half of the requests sample only tokens that are whole UTF-8 on their own: their text
     # stays valid, and the token-id path streams them to the end.
     vocab = _vllm_fast.vocab_for(llm.get_tokenizer())
-    clean = [i for i in range(len(vocab)) if _whole_utf8(vocab.token_bytes(i))]
+    clean = whole_character_ids(vocab)
     allowed = [clean if k % 2 == 0 else None for k in range(len(seeds))]
     unstopped = llm.generate(
         [PROMPT] * len(seeds),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -69,3 +70,19 @@ def engine_kwargs() -> dict[str, object]:
         "enforce_eager": True,
         "seed": 0,
     }
+
+
+def whole_character_ids(vocab: Any) -> list[int]:
+    """The ids of a ``stopstream.Vocab`` whose bytes are whole UTF-8 characters on their own:
+    a request sampling only these keeps valid text to the end."""
+
+    def whole(data: bytes | None) -> bool:
+        if not data:
+            return False
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+        return True
+
+    return [i for i in range(len(vocab)) if whole(vocab.token_bytes(i))]

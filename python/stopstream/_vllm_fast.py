@@ -54,14 +54,39 @@ def vocab_for(tokenizer: Any) -> Vocab | None:
 
 class TokenDetokenizer:
     """vLLM's detokenizer interface over a :class:`~stopstream.TokenStopFilter`; hands over to
-    the text path (``fallback``) where the decoded text stops being valid UTF-8."""
+    the text path (``fallback(tokenizer, request)``) where the decoded text stops being valid
+    UTF-8.
+
+    A request in flight holds one of these: slots, and nothing per request that can be shared
+    or made again on the rare hand-over, keep it below vLLM's own detokenizer (about 600 bytes
+    with 4 stops against vLLM's 600; ``benches/vllm_bench.py`` measures both)."""
+
+    __slots__ = (
+        "_done",
+        "_fallback",
+        "_filter",
+        "_held",
+        "_ids",
+        "_include",
+        "_max_tokens",
+        "_released",
+        "_request",
+        "_sent_chars",
+        "_sent_tokens",
+        "_steady",
+        "_stop",
+        "_text",
+        "_tokenizer",
+    )
 
     def __init__(
         self,
         vocab: Vocab,
         options: RequestStops,
         max_tokens: int | None,
-        fallback: Callable[[], StopDetokenizer],
+        fallback: Callable[[Any, Any], StopDetokenizer],
+        tokenizer: Any,
+        request: Any,
     ) -> None:
         # Raises TypeError/ValueError where this build's filter does not take the options.
         self._filter = TokenStopFilter(
@@ -73,22 +98,22 @@ class TokenDetokenizer:
         self._include = options.include_stop
         self._max_tokens = max_tokens
         self._fallback = fallback
+        self._tokenizer = tokenizer
+        self._request = request
         self._text: StopDetokenizer | None = None
         self._ids: list[int] = []
-        # The emitted text as pieces (one per step, usually a token's shared text object), the
-        # first piece not sent yet, and how many tokens have all their text emitted and sent.
-        self._pieces: list[str] = []
-        self._unsent = 0
+        # The emitted text not sent yet (usually one token's shared text object; all of the
+        # text when vLLM asks for whole texts, not deltas, which it then copies as its own
+        # detokenizer does), the characters sent, and how many tokens have all their text
+        # emitted and how many were sent.
+        self._held = ""
+        self._sent_chars = 0
         self._released = 0
         self._sent_tokens = 0
         self._done = False
         # Neither stopped, finished nor handed over: the one-token step may run.
         self._steady = True
         self._stop: str | None = None
-        self._feed = self._filter.feed
-        # vLLM asks for the count before every step: the list's own method takes a third of the
-        # time of a Python one. The hand-over puts the text path's in its place.
-        self.num_output_tokens = self._ids.__len__  # type: ignore[method-assign]
         STATS["requests"] += 1
 
     @property
@@ -96,12 +121,20 @@ class TokenDetokenizer:
         return self._ids if self._text is None else self._text.output_token_ids
 
     def num_output_tokens(self) -> int:
-        # Shadowed per instance by the list's own ``__len__`` (see ``__init__``).
         return len(self._ids) if self._text is None else self._text.num_output_tokens()
 
     @property
     def output_text(self) -> str:
-        return self._joined() if self._text is None else self._text.output_text
+        """The text emitted so far. Sent deltas are not kept (vLLM keeps no text either): the
+        sent part is decoded again from the ids, of which it is a prefix."""
+        if self._text is not None:
+            return self._text.output_text
+        held = self._held
+        if not self._sent_chars:
+            return held
+        vocab = self._filter.vocab
+        data = b"".join(vocab.token_bytes(i) or b"" for i in self._ids)
+        return data.decode("utf-8", "replace")[: self._sent_chars] + held
 
     def update(self, new_token_ids: list[int], stop_terminated: bool) -> str | None:
         if self._steady and len(new_token_ids) == 1 and not stop_terminated:
@@ -110,7 +143,7 @@ class TokenDetokenizer:
             token_id = new_token_ids[0]
             ids = self._ids
             ids.append(token_id)
-            piece = self._feed(token_id)
+            piece = self._filter.feed(token_id)
             text = piece.text
             if self._filter.stopped or _REPLACEMENT in text:
                 done, stop = self._took(piece, [], False)
@@ -118,7 +151,7 @@ class TokenDetokenizer:
                     return stop
             else:
                 if text:
-                    self._pieces.append(text)
+                    self._held = self._held + text if self._held else text
                 self._released += piece.tokens
             if len(ids) == self._max_tokens:
                 return self._finish(False)
@@ -136,7 +169,9 @@ class TokenDetokenizer:
             if stop_terminated and i == last and not self._include:
                 # vLLM does not decode an engine stop token unless the stop is included.
                 break
-            done, stop = self._took(self._feed(token_id), new_token_ids[i + 1 :], stop_terminated)
+            done, stop = self._took(
+                self._filter.feed(token_id), new_token_ids[i + 1 :], stop_terminated
+            )
             if done:
                 return stop
         if stop_terminated or (self._max_tokens is not None and len(self._ids) >= self._max_tokens):
@@ -150,7 +185,7 @@ class TokenDetokenizer:
         if _REPLACEMENT in piece.text:
             return True, self._hand_over(rest, stop_terminated)
         if piece.text:
-            self._pieces.append(piece.text)
+            self._held += piece.text
         if f.stopped:
             if _REPLACEMENT in (f.stop_sequence or "") or not self._whole_so_far():
                 # vLLM's decoding has not produced this token's text yet, or the match holds
@@ -162,23 +197,14 @@ class TokenDetokenizer:
             return True, self._stop
         return False, None
 
-    def _joined(self) -> str:
-        if len(self._pieces) > 1:
-            unsent = "".join(self._pieces[self._unsent :])
-            self._pieces = ["".join(self._pieces[: self._unsent]), unsent]
-            self._unsent = 1
-        return "".join(self._pieces)
-
     def get_next_output_text(self, finished: bool, delta: bool) -> str:
         if finished or not delta or not self._steady:
             return self._output(finished, delta)
-        pieces = self._pieces
-        n = len(pieces)
-        unsent = self._unsent
-        if unsent == n:
-            return ""
-        self._unsent = n
-        return pieces[-1] if unsent == n - 1 else "".join(pieces[unsent:])
+        piece = self._held
+        if piece:
+            self._held = ""
+            self._sent_chars += len(piece)
+        return piece
 
     def _output(self, finished: bool, delta: bool) -> str:
         if self._text is not None:
@@ -188,10 +214,10 @@ class TokenDetokenizer:
             if self._text is not None:
                 return self._text.get_next_output_text(finished, delta)
         if not delta:
-            return self._joined()
-        pieces = self._pieces
-        piece = "".join(pieces[self._unsent :])
-        self._unsent = len(pieces)
+            return self._held
+        piece = self._held
+        self._held = ""
+        self._sent_chars += len(piece)
         return piece
 
     def stream_tokens(self, finished: bool, count: int) -> tuple[int, int] | None:
@@ -227,7 +253,7 @@ class TokenDetokenizer:
         self._done = True
         self._steady = False
         if piece.text:
-            self._pieces.append(piece.text)
+            self._held += piece.text
         self._released = len(self._ids)
         if self._filter.stop_reason == "stop_sequence":
             self._stop = self._filter.stop_sequence
@@ -236,7 +262,7 @@ class TokenDetokenizer:
     def _hand_over(self, rest: list[int], stop_terminated: bool, final: bool = False) -> str | None:
         """Replay every id so far into the text path, which serves the request from now on."""
         STATS["handed_over"] += 1
-        text = self._fallback()
+        text = self._fallback(self._tokenizer, self._request)
         ids = self._ids
         stop: str | None = None
         for k, token_id in enumerate(ids):
@@ -245,11 +271,10 @@ class TokenDetokenizer:
             if stop is not None:
                 break
         # What was streamed is a prefix of what the text path gives: the same text up to here.
-        text._sent = sum(len(p) for p in self._pieces[: self._unsent])
+        text._sent = self._sent_chars
         text._sent_tokens = self._sent_tokens
         self._text = text
         self._steady = False
-        self.num_output_tokens = text.num_output_tokens  # type: ignore[method-assign]
         if stop is None and rest:
             stop = text.update(rest, stop_terminated)
         if stop is None and final:

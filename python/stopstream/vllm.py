@@ -150,6 +150,14 @@ def _patch() -> None:
             _logger().exception("stopstream: a request is served by vLLM's own stops")
             return original(klass, tokenizer, request)
 
+    def text_path(tokenizer: Any, request: Any) -> StopDetokenizer:
+        """The text path for a request the token-id path hands over (its options read again:
+        a request in flight keeps nothing it does not need on every step)."""
+        params = request.sampling_params
+        options = read_options(params)
+        assert options is not None
+        return StopDetokenizer(original(cls, tokenizer, request), options, params.max_tokens)
+
     def _token_path(klass: Any, tokenizer: Any, request: Any, options: RequestStops) -> Any:
         """The token-id path where it gives vLLM's text (see `_vllm_fast`), else None."""
         params = request.sampling_params
@@ -164,11 +172,10 @@ def _patch() -> None:
         if vocab is None:
             return None
 
-        def fallback() -> StopDetokenizer:
-            return StopDetokenizer(original(klass, tokenizer, request), options, params.max_tokens)
-
         try:
-            return TokenDetokenizer(vocab, options, params.max_tokens, fallback)
+            return TokenDetokenizer(
+                vocab, options, params.max_tokens, text_path, tokenizer, request
+            )
         except (TypeError, ValueError):
             # This build's TokenStopFilter does not take these stops (regex, skip).
             return None
