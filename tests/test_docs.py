@@ -211,7 +211,7 @@ def gateway_for(block: Block) -> Iterator[str]:
     gateway = load_gateway()
     args = gateway.parse_args(argv)
     fake = FakeUpstream()
-    fake.chat = ChatScript(choices=[text_deltas("The answer", " is 42.", "</ans", "wer> and on")])
+    fake.chat = ChatScript(choices=[text_deltas("The answer", " is 42.", "Observ", "ation: search(", "more")])
     with Served(fake) as upstream:
         app = gateway.create_app(
             upstream.url + "/v1",
