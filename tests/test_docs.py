@@ -211,7 +211,9 @@ def gateway_for(block: Block) -> Iterator[str]:
     gateway = load_gateway()
     args = gateway.parse_args(argv)
     fake = FakeUpstream()
-    fake.chat = ChatScript(choices=[text_deltas("The answer", " is 42.", "Observ", "ation: search(", "more")])
+    # The model's text runs into a stop the gateway does not send upstream (the sixth).
+    deltas = text_deltas("The answer", " is 42.", "Observ", "ation: search(", "more")
+    fake.chat = ChatScript(choices=[deltas])
     with Served(fake) as upstream:
         app = gateway.create_app(
             upstream.url + "/v1",
