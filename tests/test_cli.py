@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import selectors
-import shlex
 import shutil
 import subprocess
 import sys
@@ -655,20 +654,3 @@ def test_sse_body_without_its_final_event_is_reported(api: str, data: bytes) -> 
 def test_sse_with_errors_replace_is_a_usage_error() -> None:
     result = run_cli(["--sse", "openai", "--errors", "replace", "-s", "x"], CHAT)
     assert result.returncode == 2
-
-
-# ---------------------------------------------------------------------------------------------
-# The README's example
-
-
-def test_readme_example_shows_the_real_output() -> None:
-    readme = SAMPLE.parent.parent / "README.md"
-    if not readme.exists():
-        pytest.skip("run from outside the source tree")
-    section = readme.read_text().split("## Command line", 1)[1]
-    example = section.split("```console\n", 1)[1].split("```", 1)[0]
-    first, *shown = example.splitlines(keepends=True)
-    args = shlex.split(first.removeprefix("$ stopstream "))
-    result = run_cli(args, cwd=readme.parent)
-    assert result.returncode == 0
-    assert "".join(shown) == result.stdout.decode() + result.stderr.decode()
