@@ -10,15 +10,11 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import openai
 import pytest
 
@@ -38,6 +34,7 @@ from fake_upstream import (  # noqa: E402
     tail,
     text_deltas,
 )
+from litellm_support import free_port, running_proxy  # noqa: E402
 from stopstream.litellm import StopstreamCallback, callback  # noqa: E402
 
 # LiteLLM's own models warn while pydantic builds their schemas.
@@ -144,6 +141,10 @@ def test_streaming_hook_cuts_and_keeps_litellm_chunks_working() -> None:
     assert "".join(c.choices[0].delta.content or "" for c in out) == "The answer is 4."
     last = out[-1]
     assert last.choices[0].finish_reason == "stop"
+    assert last.choices[0].stop_reason == "</answer>"
+    # Where the proxy's writer keeps it: LiteLLM's fast path writes standard fields only.
+    assert last.provider_specific_fields == {"stop_reason": "</answer>"}
+    assert all(c.provider_specific_fields is None for c in out[:-1])
     assert last._hidden_params == chunks[1]._hidden_params  # private state kept
     assert upstream.closed == 1 and upstream.pulled == 3
     built = litellm.stream_chunk_builder(out)
@@ -172,20 +173,14 @@ def test_success_hook_truncates() -> None:
     out = run(callback.async_post_call_success_hook(data, None, response))
     assert out.choices[0].message.content == "a "
     assert out.choices[0].finish_reason == "stop"
+    assert out.choices[0].stop_reason == "</answer>"
+    assert getattr(out.choices[1], "stop_reason", None) is None
     assert out.choices[1].message.content == "plain"
 
 
 # --- the real proxy --------------------------------------------------------------------------
 
 MASTER_KEY = "sk-" + secrets.token_hex(32)
-PROXY_START_TIMEOUT = 120.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @pytest.fixture(scope="module")
@@ -225,9 +220,8 @@ def proxy(upstream_server: tuple[FakeUpstream, Served], tmp_path_factory: Any) -
         + "general_settings:\n"
         + f"  master_key: {MASTER_KEY}\n"
     )
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "NO_DOCS": "True"}
-    log = (directory / "proxy.log").open("wb")
     command = [
         sys.executable,
         "-c",
@@ -241,32 +235,8 @@ def proxy(upstream_server: tuple[FakeUpstream, Served], tmp_path_factory: Any) -
         "--num_workers",
         "1",
     ]
-    process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + PROXY_START_TIMEOUT
-        while True:
-            if process.poll() is not None:
-                log.flush()
-                output = (directory / "proxy.log").read_text(errors="replace")[-3000:]
-                pytest.fail(f"the LiteLLM proxy exited with {process.returncode}:\n{output}")
-            try:
-                if httpx.get(url + "/health/liveliness", timeout=1.0).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("the LiteLLM proxy did not start in time")
-            time.sleep(0.5)
+    with running_proxy(command, f"http://127.0.0.1:{port}", env, directory) as url:
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(TIMEOUT)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(TIMEOUT)
-        log.close()
 
 
 def client(url: str) -> openai.OpenAI:
@@ -293,6 +263,7 @@ def test_proxy_model_that_rejects_stop(fake: FakeUpstream, proxy: str) -> None:
         )
     assert text_of(chunks) == "The answer is 4."
     assert chunks[-1].choices[0].finish_reason == "stop"
+    assert chunks[-1].choices[0].stop_reason == "</answer>"
     assert "stop" not in fake.last.body
     assert not any("stopstream" in key for key in fake.last.body)
     assert_closed_early(fake.last)
@@ -329,6 +300,7 @@ def test_proxy_non_streaming(fake: FakeUpstream, proxy: str) -> None:
         response = c.chat.completions.create(model="o3", messages=MESSAGES, stop=STOPS)
     assert response.choices[0].message.content == "The answer is 4."
     assert response.choices[0].finish_reason == "stop"
+    assert response.choices[0].stop_reason == "</answer>"  # type: ignore[attr-defined]
     assert "stop" not in fake.last.body
 
 

@@ -150,7 +150,7 @@ class StopstreamCallback(CustomLogger):
             response, stops, n=n if isinstance(n, int) and n > 1 else None
         ) as stream:
             async for chunk in stream:
-                yield chunk
+                yield _reporting(chunk)
 
     async def async_post_call_success_hook(
         self, data: dict[str, Any], user_api_key_dict: Any, response: Any
@@ -167,7 +167,33 @@ class StopstreamCallback(CustomLogger):
             if stop is not None:
                 message.content = text
                 choice.finish_reason = "stop"
+                choice.stop_reason = stop
         return response
+
+
+def _reporting(chunk: Any) -> Any:
+    """The chunk, made to keep its choices' ``stop_reason`` on the way to the proxy's client.
+
+    The proxy writes a plain text chunk with a fast serializer of the standard fields only; a
+    chunk with ``provider_specific_fields`` (LiteLLM's own place for fields beyond OpenAI's) is
+    written in full. The chunk in which a stop fired gets ``{"stop_reason": stop}`` there.
+    """
+    stop = next(
+        (
+            reason
+            for choice in getattr(chunk, "choices", None) or []
+            if isinstance(reason := getattr(choice, "stop_reason", None), str)
+        ),
+        None,
+    )
+    if stop is None or not hasattr(chunk, "provider_specific_fields"):
+        return chunk
+    fields = chunk.provider_specific_fields
+    chunk.provider_specific_fields = {
+        **(fields if isinstance(fields, dict) else {}),
+        "stop_reason": stop,
+    }
+    return chunk
 
 
 def _stops_of(data: Mapping[str, Any]) -> list[Any] | None:
