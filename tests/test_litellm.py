@@ -1,18 +1,15 @@
 """``stopstream.litellm``: the LiteLLM proxy callback.
 
-The hooks are run on LiteLLM's own chunk and response objects, then the real proxy is started
-on loopback with a config registering ``stopstream.litellm.callback``, in front of the fake
-OpenAI-compatible upstream (``fake_upstream``), and the real ``openai`` client talks to it.
+The hooks are run on LiteLLM's own chunk and response objects, then the real proxy (the one of
+``docs/litellm.md``'s recipe, registering ``stopstream.litellm.callback``: ``conftest``) runs on
+loopback in front of the fake OpenAI-compatible upstream (``fake_upstream``), and the real
+``openai`` client talks to it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import secrets
-import sys
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import openai
@@ -34,11 +31,15 @@ from fake_upstream import (  # noqa: E402
     tail,
     text_deltas,
 )
-from litellm_support import free_port, running_proxy  # noqa: E402
+from litellm_support import RecipeProxy  # noqa: E402
 from stopstream.litellm import StopstreamCallback, callback  # noqa: E402
 
 # LiteLLM's own models warn while pydantic builds their schemas.
-pytestmark = pytest.mark.filterwarnings("ignore:Item .*ReadOnly:UserWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:Item .*ReadOnly:UserWarning"),
+    # With the recipe's tests on one xdist worker: one proxy for both.
+    pytest.mark.xdist_group("litellm"),
+]
 
 STOPS = ["###", "END", "<|im_end|>", "Observation:", "</answer>", "\n\nUser:"]
 MESSAGES: Any = [{"role": "user", "content": "Hi"}]
@@ -180,67 +181,28 @@ def test_success_hook_truncates() -> None:
 
 # --- the real proxy --------------------------------------------------------------------------
 
-MASTER_KEY = "sk-" + secrets.token_hex(32)
-
-
-@pytest.fixture(scope="module")
-def upstream_server() -> Iterator[tuple[FakeUpstream, Served]]:
-    fake = FakeUpstream()
-    with Served(fake) as served:
-        yield fake, served
-
 
 @pytest.fixture
-def fake(upstream_server: tuple[FakeUpstream, Served]) -> FakeUpstream:
-    fake, _ = upstream_server
+def fake(litellm_upstream: tuple[FakeUpstream, Served]) -> FakeUpstream:
+    fake, _ = litellm_upstream
     fake.reset()
     return fake
 
 
-@pytest.fixture(scope="module")
-def proxy(upstream_server: tuple[FakeUpstream, Served], tmp_path_factory: Any) -> Iterator[str]:
-    """The LiteLLM proxy, started on loopback with the stopstream callback registered."""
-    pytest.importorskip("litellm.proxy.proxy_server", reason="litellm[proxy] is not installed")
-    base = upstream_server[1].url + "/v1"
-    directory: Path = tmp_path_factory.mktemp("litellm")
-    config = directory / "config.yaml"
-    models = "".join(
-        f"  - model_name: {alias}\n"
-        f"    litellm_params:\n"
-        f"      model: openai/{model}\n"
-        f"      api_base: {base}\n"
-        f"      api_key: sk-upstream\n"
-        for alias, model in [("o3", "o3"), ("gpt-4o", "gpt-4o")]
-    )
-    config.write_text(
-        "model_list:\n"
-        + models
-        + "litellm_settings:\n"
-        + "  callbacks: stopstream.litellm.callback\n"
-        + "general_settings:\n"
-        + f"  master_key: {MASTER_KEY}\n"
-    )
-    port = free_port()
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "NO_DOCS": "True"}
-    command = [
-        sys.executable,
-        "-c",
-        "import litellm; litellm.run_server()",
-        "--config",
-        str(config),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--num_workers",
-        "1",
-    ]
-    with running_proxy(command, f"http://127.0.0.1:{port}", env, directory) as url:
-        yield url
+@pytest.fixture
+def proxy(litellm_proxy: RecipeProxy) -> RecipeProxy:
+    """The proxy of docs/litellm.md's recipe (started once per run, by conftest): models
+    ``gpt-4o`` and ``o3``, both OpenAI ones, sent to the fake upstream."""
+    return litellm_proxy
 
 
-def client(url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=url + "/v1", api_key=MASTER_KEY, max_retries=0, timeout=TIMEOUT)
+def client(proxy: RecipeProxy) -> openai.OpenAI:
+    return openai.OpenAI(
+        base_url=proxy.url + "/v1",
+        api_key=proxy.env["LITELLM_MASTER_KEY"],
+        max_retries=0,
+        timeout=TIMEOUT,
+    )
 
 
 def assert_closed_early(record: Record) -> None:
@@ -254,7 +216,7 @@ def text_of(chunks: list[Any]) -> str:
     return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
 
 
-def test_proxy_model_that_rejects_stop(fake: FakeUpstream, proxy: str) -> None:
+def test_proxy_model_that_rejects_stop(fake: FakeUpstream, proxy: RecipeProxy) -> None:
     fake.reject_stop = True  # like o3: any `stop` is a 400
     fake.chat = ChatScript([text_deltas("The answer", " is 4.", "</ans", "wer>", *tail())])
     with client(proxy) as c:
@@ -269,7 +231,7 @@ def test_proxy_model_that_rejects_stop(fake: FakeUpstream, proxy: str) -> None:
     assert_closed_early(fake.last)
 
 
-def test_proxy_model_that_takes_four(fake: FakeUpstream, proxy: str) -> None:
+def test_proxy_model_that_takes_four(fake: FakeUpstream, proxy: RecipeProxy) -> None:
     # "</answer>" is the fifth stop: only the proxy's callback knows it.
     fake.chat = ChatScript([text_deltas("The answer", " is 4.", "</ans", "wer>", *tail())])
     with client(proxy) as c:
@@ -282,7 +244,9 @@ def test_proxy_model_that_takes_four(fake: FakeUpstream, proxy: str) -> None:
     assert_closed_early(fake.last)
 
 
-def test_proxy_upstream_stop_and_local_stop_together(fake: FakeUpstream, proxy: str) -> None:
+def test_proxy_upstream_stop_and_local_stop_together(
+    fake: FakeUpstream, proxy: RecipeProxy
+) -> None:
     # "###" goes upstream and the fake applies it; "\n\nUser:" (local only) comes first.
     fake.chat = ChatScript([text_deltas("Hi", "\n", "\nUser: x ###", " after")])
     with client(proxy) as c:
@@ -293,7 +257,7 @@ def test_proxy_upstream_stop_and_local_stop_together(fake: FakeUpstream, proxy: 
     assert chunks[-1].choices[0].finish_reason == "stop"
 
 
-def test_proxy_non_streaming(fake: FakeUpstream, proxy: str) -> None:
+def test_proxy_non_streaming(fake: FakeUpstream, proxy: RecipeProxy) -> None:
     fake.reject_stop = True
     fake.chat = ChatScript([text_deltas("The answer is 4.</answer> more")])
     with client(proxy) as c:
@@ -304,7 +268,7 @@ def test_proxy_non_streaming(fake: FakeUpstream, proxy: str) -> None:
     assert "stop" not in fake.last.body
 
 
-def test_proxy_without_stops_passes_through(fake: FakeUpstream, proxy: str) -> None:
+def test_proxy_without_stops_passes_through(fake: FakeUpstream, proxy: RecipeProxy) -> None:
     fake.chat = ChatScript([text_deltas("Plain", " </answer> text")])
     with client(proxy) as c:
         chunks = list(c.chat.completions.create(model="gpt-4o", messages=MESSAGES, stream=True))
