@@ -29,4 +29,4 @@ settings.load_profile(PROFILE)
 
 def examples(full: int) -> int:
     """The examples to run for a test that runs ``full`` under the ``ci`` profile."""
-    return max(1, full * settings.default.max_examples // FULL)
+    return max(1, full * settings().max_examples // FULL)

@@ -24,9 +24,8 @@ import pytest
 
 pytest.importorskip("litellm.proxy.proxy_server", reason="litellm[proxy] is not installed")
 
-from conftest import repository
 from fake_upstream import ChatScript, FakeUpstream, Served, tail, text_deltas
-from litellm_support import DOC_PORT, RecipeProxy, recipe_blocks
+from litellm_support import DOC_PORT, RecipeProxy, recipe_blocks, repository
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("litellm")]
 
