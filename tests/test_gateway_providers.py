@@ -23,6 +23,9 @@ from fake_providers import FakeProviders
 from fake_upstream import TIMEOUT, ChatScript, MessagesScript, Record, Served, tail, text_deltas
 from provider_scripts import Item, ResponseScript, response_events
 
+# Real servers or subprocesses: `-m "not e2e"` leaves them out.
+pytestmark = pytest.mark.e2e
+
 GATEWAY = Path(__file__).resolve().parent.parent / "examples" / "gateway.py"
 STOPS = ["###", "END", "<|im_end|>", "Observation:", "</answer>", "\n\nUser:"]
 MESSAGES: Any = [{"role": "user", "content": "Hi"}]

@@ -216,6 +216,7 @@ def text_of(chunks: list[Any]) -> str:
     return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
 
 
+@pytest.mark.e2e
 def test_proxy_model_that_rejects_stop(fake: FakeUpstream, proxy: RecipeProxy) -> None:
     fake.reject_stop = True  # like o3: any `stop` is a 400
     fake.chat = ChatScript([text_deltas("The answer", " is 4.", "</ans", "wer>", *tail())])
@@ -231,6 +232,7 @@ def test_proxy_model_that_rejects_stop(fake: FakeUpstream, proxy: RecipeProxy) -
     assert_closed_early(fake.last)
 
 
+@pytest.mark.e2e
 def test_proxy_model_that_takes_four(fake: FakeUpstream, proxy: RecipeProxy) -> None:
     # "</answer>" is the fifth stop: only the proxy's callback knows it.
     fake.chat = ChatScript([text_deltas("The answer", " is 4.", "</ans", "wer>", *tail())])
@@ -244,6 +246,7 @@ def test_proxy_model_that_takes_four(fake: FakeUpstream, proxy: RecipeProxy) -> 
     assert_closed_early(fake.last)
 
 
+@pytest.mark.e2e
 def test_proxy_upstream_stop_and_local_stop_together(
     fake: FakeUpstream, proxy: RecipeProxy
 ) -> None:
@@ -257,6 +260,7 @@ def test_proxy_upstream_stop_and_local_stop_together(
     assert chunks[-1].choices[0].finish_reason == "stop"
 
 
+@pytest.mark.e2e
 def test_proxy_non_streaming(fake: FakeUpstream, proxy: RecipeProxy) -> None:
     fake.reject_stop = True
     fake.chat = ChatScript([text_deltas("The answer is 4.</answer> more")])
@@ -268,6 +272,7 @@ def test_proxy_non_streaming(fake: FakeUpstream, proxy: RecipeProxy) -> None:
     assert "stop" not in fake.last.body
 
 
+@pytest.mark.e2e
 def test_proxy_without_stops_passes_through(fake: FakeUpstream, proxy: RecipeProxy) -> None:
     fake.chat = ChatScript([text_deltas("Plain", " </answer> text")])
     with client(proxy) as c:

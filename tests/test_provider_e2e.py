@@ -37,6 +37,9 @@ from stopstream import Regex
 from stopstream.gemini import awrap, wrap
 from stopstream.openai import awrap_responses, wrap_responses
 
+# Real servers or subprocesses: `-m "not e2e"` leaves them out.
+pytestmark = pytest.mark.e2e
+
 STOPS = ["###", "END", "<|im_end|>", "Observation:", "</answer>", "\n\nUser:"]
 
 
