@@ -14,9 +14,15 @@ For each chat completion request with ``stop`` (``/v1/chat/completions``):
 - streamed responses are filtered with ``stopstream.openai.awrap_chat`` on LiteLLM's
   ``ModelResponseStream`` chunks (a changed chunk keeps its class and ``_hidden_params``):
   every stop of the original list cuts the text, the choice ends with ``finish_reason:
-  "stop"``, and the upstream stream is closed at once (which drops the provider connection and
-  ends generation there);
-- non-streamed responses are cut with ``stopstream.truncate``.
+  "stop"`` and ``stop_reason`` (the stop that fired; the chunk also gets LiteLLM's
+  ``provider_specific_fields: {"stop_reason": ...}``, without which the proxy's fast chunk
+  writer would drop it), and the upstream stream is closed at once (which drops the provider
+  connection and ends generation there);
+- non-streamed responses are cut with ``stopstream.truncate``, the choice given
+  ``finish_reason: "stop"`` and ``stop_reason``.
+
+These are proxy hooks: registered in the LiteLLM SDK (``litellm.callbacks``), the callback does
+nothing; wrap the SDK's stream with ``stopstream.openai.wrap_chat`` instead (``docs/litellm.md``).
 
 The provider and model are those of the model group's first deployment in the proxy's
 ``model_list`` (or of the model name itself outside the proxy); for a group whose deployments
