@@ -278,3 +278,37 @@ def test_proxy_without_stops_passes_through(fake: FakeUpstream, proxy: RecipePro
     with client(proxy) as c:
         chunks = list(c.chat.completions.create(model="gpt-4o", messages=MESSAGES, stream=True))
     assert text_of(chunks) == "Plain </answer> text"
+
+
+# --- the SDK (docs/litellm.md, "The LiteLLM SDK") ------------------------------------------
+
+
+# LiteLLM's own deprecation and pydantic warnings while it streams.
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")
+def test_sdk_callback_does_nothing_and_wrap_chat_does_it() -> None:
+    from stopstream.openai import wrap_chat
+    from stopstream.providers import split_stops
+
+    def stream(stop: list[str]) -> Any:
+        return litellm.completion(
+            model="openai/gpt-4o",
+            messages=MESSAGES,
+            stop=stop,
+            stream=True,
+            mock_response="The answer is 4.</answer> tail text",  # offline
+        )
+
+    saved = litellm.callbacks
+    litellm.callbacks = [callback]
+    try:
+        # The proxy's hooks are not the SDK's: nothing is cut.
+        assert text_of(list(stream(STOPS))) == "The answer is 4.</answer> tail text"
+    finally:
+        litellm.callbacks = saved
+    upstream, _ = split_stops(STOPS, "openai", "gpt-4o")
+    assert upstream == STOPS[:4]
+    with wrap_chat(stream(upstream), STOPS) as chunks:
+        assert text_of(list(chunks)) == "The answer is 4."
+        assert chunks.stop_sequence == "</answer>"
