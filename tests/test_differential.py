@@ -168,6 +168,7 @@ def run_byte_filters(
     assert_same_state(real, ref, "after reset")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("errors", ["strict", "replace"])
 @settings(max_examples=examples(400), deadline=None)
 @given(case=byte_cases(), include_stop=st.booleans(), data=st.data())
@@ -212,6 +213,7 @@ def test_byte_stop_filter_lifecycle_matches_reference(
 # truncate
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(500), deadline=None)
 @given(case=stops_and_text(STR_ALPHABET), include_stop=st.booleans())
 def test_truncate_matches_reference(case: tuple[list[str], str], include_stop: bool) -> None:
@@ -243,6 +245,7 @@ def run_bytes(
     return output, f.stop_sequence, f.stop_index, f.stop_reason
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(400), deadline=None)
 @given(
     case=stops_and_text(STR_ALPHABET),
@@ -262,6 +265,7 @@ def test_str_chunk_invariance(
     assert stopstream.truncate(text, stops, include_stop=include_stop) == (output, stop_sequence)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(400), deadline=None)
 @given(
     stream=st.booleans().flatmap(

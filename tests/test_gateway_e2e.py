@@ -525,6 +525,7 @@ def parse_chat_sse(body: str) -> tuple[str, str | None, str | None]:
     return text, finish, stop
 
 
+@pytest.mark.slow
 def test_load_stops_and_disconnects_all_close_the_upstream(
     fake: FakeUpstream, upstream_server: tuple[FakeUpstream, Served]
 ) -> None:

@@ -469,6 +469,7 @@ def test_sse_responses_native_matches_python(
     )
 
 
+@pytest.mark.slow
 @FAST
 @given(data=st.data(), n=st.integers(1, 3), stops=STOPS, include=st.booleans(), on_stop=ON_STOP)
 def test_sse_gemini_native_matches_python(

@@ -845,6 +845,7 @@ def literal_holdback(text: str, stops: list[str]) -> int:
     return max(lengths, default=0)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(300), deadline=None)
 @given(case=stops_and_text(STR_ALPHABET))
 def test_find_stop_is_the_literal_rule(case: tuple[list[str], str]) -> None:
@@ -857,6 +858,7 @@ def test_find_stop_is_the_literal_rule(case: tuple[list[str], str]) -> None:
         assert held_suffix_length(prefix, tuple(stops)) == literal_holdback(prefix, stops)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(200), deadline=None)
 @given(case=stops_and_text(STR_ALPHABET), include_stop=st.booleans())
 def test_reference_filter_agrees_with_reference_truncate(

@@ -210,6 +210,7 @@ SETTINGS = settings(
 )
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(cases())
 def test_str_filter_matches_reference(case: Case) -> None:
@@ -222,6 +223,7 @@ def test_str_filter_matches_reference(case: Case) -> None:
     assert attrs(real) == attrs(ref), case
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(cases(unbounded=True), st.data())
 def test_unbounded_patterns_final_output_and_no_leak(case: Case, data: st.DataObject) -> None:
@@ -242,6 +244,7 @@ def test_unbounded_patterns_final_output_and_no_leak(case: Case, data: st.DataOb
     assert (got, stop) == (want, ref.stop_sequence)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(cases(), st.data())
 def test_byte_filter_matches_reference(case: Case, data: st.DataObject) -> None:
@@ -277,6 +280,7 @@ def test_byte_filter_matches_reference(case: Case, data: st.DataObject) -> None:
             break
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(cases(unbounded=True))
 def test_chunking_never_matters(case: Case) -> None:
@@ -512,6 +516,7 @@ def test_token_filter_takes_composed_lists() -> None:
 _LITERAL_TEXT = st.text(alphabet="ab<>/t \n", max_size=30)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(300), deadline=None)
 @given(
     stops=st.lists(st.text(alphabet="ab<>/t\n", min_size=1, max_size=4), min_size=1, max_size=3),

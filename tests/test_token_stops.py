@@ -247,6 +247,7 @@ SETTINGS = settings(
 )
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(case=cases(), data=st.data())
 def test_every_feed_matches_the_reference(case: Case, data: st.DataObject) -> None:
@@ -264,6 +265,7 @@ def test_every_feed_matches_the_reference(case: Case, data: st.DataObject) -> No
     compare(f, ref, [list(case.ids), None], data)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(case=cases(at_end=True), data=st.data())
 def test_stops_settled_at_the_end_match_the_reference(case: Case, data: st.DataObject) -> None:
@@ -285,6 +287,7 @@ def run(f: stopstream.TokenStopFilter, calls: list[list[int]]) -> tuple[object, 
     return text + piece.text, tokens + piece.tokens, attributes(f)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(case=cases(), data=st.data())
 def test_the_split_never_matters(case: Case, data: st.DataObject) -> None:
