@@ -40,10 +40,9 @@ def load_gateway() -> ModuleType:
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[tuple[FakeProviders, Served]]:
-    fake = FakeProviders()
-    with Served(fake) as served:
-        yield fake, served
+def server(providers_server: tuple[FakeProviders, Served]) -> tuple[FakeProviders, Served]:
+    """The fake providers of the whole run (``conftest``)."""
+    return providers_server
 
 
 @pytest.fixture
