@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hypothesis_profiles import examples
 from stopstream.anthropic import awrap_messages, wrap_messages
 from stopstream.reference import reference_truncate
 
@@ -260,7 +261,7 @@ def test_upstream_exception_propagates() -> None:
         next(stream)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     value=st.text(alphabet="ab</>", max_size=30),
     cuts=st.lists(st.integers(0, 30), max_size=8),

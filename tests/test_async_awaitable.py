@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stopstream
+from hypothesis_profiles import examples
 from stopstream import awrap
 from strategies import StrCase, str_cases
 
@@ -511,7 +512,7 @@ def test_subclass_overriding_anext_through_super() -> None:
 # --- differential: awrap against wrap ----------------------------------------------------------
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(case=str_cases(), include_stop=st.booleans(), hold=st.booleans())
 def test_awrap_matches_wrap(case: StrCase, include_stop: bool, hold: bool) -> None:
     """Same pieces, same attributes, after every piece and at the end, on any chunking; with

@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stopstream
+from hypothesis_profiles import examples
 from stopstream import AsyncStopStream, awrap
 from stopstream.reference import ReferenceByteStopFilter, ReferenceStopFilter
 from strategies import (
@@ -701,7 +702,7 @@ def test_aclose_error_on_stop_keeps_last_piece() -> None:
 # Strict bytes: an invalid sequence ends the text for the stops' look-around (contract §9.9)
 
 
-@settings(deadline=None, max_examples=100)
+@settings(deadline=None, max_examples=examples(100))
 @given(case=regex_byte_cases(), errors=st.sampled_from(["strict", "strict", "replace"]))
 def test_regex_stops_over_invalid_bytes_match_reference(
     case: RegexByteCase, errors: Errors

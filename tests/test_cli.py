@@ -25,6 +25,9 @@ from hypothesis import strategies as st
 import stopstream
 from stopstream._cli import EscapeError, unescape
 
+# Real servers or subprocesses: `-m "not e2e"` leaves them out.
+pytestmark = pytest.mark.e2e
+
 SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "answer-stream.txt"
 TIMEOUT = 20.0
 

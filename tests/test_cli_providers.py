@@ -19,6 +19,9 @@ from provider_scripts import (
 )
 from test_cli import run_cli
 
+# Real servers or subprocesses: `-m "not e2e"` leaves them out.
+pytestmark = pytest.mark.e2e
+
 
 def events_of(data: bytes) -> list[Any]:
     blocks = data.replace(b"\r\n", b"\n").split(b"\n\n")

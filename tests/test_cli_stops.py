@@ -5,6 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+# Real servers or subprocesses: `-m "not e2e"` leaves them out.
+pytestmark = pytest.mark.e2e
+
 
 def run(args: list[str], data: bytes) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(

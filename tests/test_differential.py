@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stopstream
+from hypothesis_profiles import examples
 from implementations import ByteFilter, StrFilter
 from stopstream.reference import (
     ReferenceByteStopFilter,
@@ -95,7 +96,7 @@ def lifecycle_ops(chunk_count: int) -> st.SearchStrategy[list[Op]]:
 # StopFilter
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(case=str_cases(), include_stop=st.booleans(), data=st.data())
 def test_stop_filter_matches_reference(
     case: StrCase, include_stop: bool, data: st.DataObject
@@ -117,7 +118,7 @@ def test_stop_filter_matches_reference(
     assert_same_state(real, ref, "after feed after finish")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(case=str_cases(max_stops=8), include_stop=st.booleans(), data=st.data())
 def test_stop_filter_lifecycle_matches_reference(
     case: StrCase, include_stop: bool, data: st.DataObject
@@ -167,8 +168,9 @@ def run_byte_filters(
     assert_same_state(real, ref, "after reset")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("errors", ["strict", "replace"])
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(case=byte_cases(), include_stop=st.booleans(), data=st.data())
 def test_byte_stop_filter_matches_reference(
     errors: str, case: ByteCase, include_stop: bool, data: st.DataObject
@@ -178,7 +180,7 @@ def test_byte_stop_filter_matches_reference(
 
 
 @pytest.mark.parametrize("errors", ["strict", "replace"])
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(case=byte_cases(invalid=False), include_stop=st.booleans())
 def test_byte_stop_filter_matches_reference_on_valid_utf8(
     errors: str, case: ByteCase, include_stop: bool
@@ -187,7 +189,7 @@ def test_byte_stop_filter_matches_reference_on_valid_utf8(
 
 
 @pytest.mark.parametrize("errors", ["strict", "replace"])
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(case=byte_cases(max_stops=8), include_stop=st.booleans(), data=st.data())
 def test_byte_stop_filter_lifecycle_matches_reference(
     errors: str, case: ByteCase, include_stop: bool, data: st.DataObject
@@ -211,7 +213,8 @@ def test_byte_stop_filter_lifecycle_matches_reference(
 # truncate
 
 
-@settings(max_examples=500, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(500), deadline=None)
 @given(case=stops_and_text(STR_ALPHABET), include_stop=st.booleans())
 def test_truncate_matches_reference(case: tuple[list[str], str], include_stop: bool) -> None:
     stops, text = case
@@ -242,7 +245,8 @@ def run_bytes(
     return output, f.stop_sequence, f.stop_index, f.stop_reason
 
 
-@settings(max_examples=400, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(400), deadline=None)
 @given(
     case=stops_and_text(STR_ALPHABET),
     include_stop=st.booleans(),
@@ -261,7 +265,8 @@ def test_str_chunk_invariance(
     assert stopstream.truncate(text, stops, include_stop=include_stop) == (output, stop_sequence)
 
 
-@settings(max_examples=400, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(400), deadline=None)
 @given(
     stream=st.booleans().flatmap(
         lambda invalid: st.tuples(st.just(invalid), byte_streams(invalid=invalid))
@@ -292,7 +297,7 @@ def test_bytes_chunk_invariance(
             assert whole == (output.encode("utf-8"), *rest)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(case=stops_and_text(BYTE_ALPHABET), include_stop=st.booleans())
 def test_str_and_bytes_filters_agree(case: tuple[list[str], str], include_stop: bool) -> None:
     """Fed the same text character by character, both filters emit the same, step by step."""
@@ -332,14 +337,14 @@ def compare_byte_filters(case: StrCase, include_stop: bool) -> None:
     assert_same_state(real, ref, "after finish")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(case=repetitive_cases(), include_stop=st.booleans())
 def test_long_overlapping_stops_match_reference(case: StrCase, include_stop: bool) -> None:
     compare_str_filters(case, include_stop)
     compare_byte_filters(case, include_stop)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(case=many_stops_cases(), include_stop=st.booleans())
 def test_many_stops_match_reference(case: StrCase, include_stop: bool) -> None:
     compare_str_filters(case, include_stop)
@@ -361,7 +366,7 @@ def error_outcome(call: Callable[[], object]) -> tuple[object, ...]:
     return ("returned", type(result), result)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(case=regex_byte_cases(), errors=st.sampled_from(["strict", "strict", "replace"]))
 def test_regex_stops_over_invalid_bytes_match_reference(case: RegexByteCase, errors: str) -> None:
     """Every call and the attributes after it, through the error and past it: the output up to

@@ -39,6 +39,9 @@ from fake_upstream import (
 from stopstream.anthropic import awrap_messages, wrap_messages
 from stopstream.openai import awrap_chat, wrap_chat
 
+# Real servers or subprocesses: `-m "not e2e"` leaves them out.
+pytestmark = pytest.mark.e2e
+
 GATEWAY = Path(__file__).resolve().parent.parent / "examples" / "gateway.py"
 MESSAGES: Any = [{"role": "user", "content": "Hi"}]
 STOPS = ["###", "END", "<|im_end|>", "Observation:", "</answer>", "\n\nUser:"]
@@ -522,6 +525,7 @@ def parse_chat_sse(body: str) -> tuple[str, str | None, str | None]:
     return text, finish, stop
 
 
+@pytest.mark.slow
 def test_load_stops_and_disconnects_all_close_the_upstream(
     fake: FakeUpstream, upstream_server: tuple[FakeUpstream, Served]
 ) -> None:

@@ -23,6 +23,9 @@ from fake_providers import FakeProviders
 from fake_upstream import TIMEOUT, ChatScript, MessagesScript, Record, Served, tail, text_deltas
 from provider_scripts import Item, ResponseScript, response_events
 
+# Real servers or subprocesses: `-m "not e2e"` leaves them out.
+pytestmark = pytest.mark.e2e
+
 GATEWAY = Path(__file__).resolve().parent.parent / "examples" / "gateway.py"
 STOPS = ["###", "END", "<|im_end|>", "Observation:", "</answer>", "\n\nUser:"]
 MESSAGES: Any = [{"role": "user", "content": "Hi"}]
@@ -37,10 +40,9 @@ def load_gateway() -> ModuleType:
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[tuple[FakeProviders, Served]]:
-    fake = FakeProviders()
-    with Served(fake) as served:
-        yield fake, served
+def server(providers_server: tuple[FakeProviders, Served]) -> tuple[FakeProviders, Served]:
+    """The fake providers of the whole run (``conftest``)."""
+    return providers_server
 
 
 @pytest.fixture

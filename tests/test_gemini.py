@@ -18,6 +18,7 @@ from google.genai import types
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hypothesis_profiles import examples
 from provider_scripts import (
     Event,
     function_call,
@@ -219,7 +220,7 @@ def test_prompt_feedback_only_chunks_pass() -> None:
     assert list(stream) == [blocked] and not stream.complete
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     st.text(alphabet="ab</answer>\nUsr: ", max_size=40),
     st.lists(st.integers(min_value=0, max_value=40), max_size=6),

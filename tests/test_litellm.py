@@ -1,24 +1,17 @@
 """``stopstream.litellm``: the LiteLLM proxy callback.
 
-The hooks are run on LiteLLM's own chunk and response objects, then the real proxy is started
-on loopback with a config registering ``stopstream.litellm.callback``, in front of the fake
-OpenAI-compatible upstream (``fake_upstream``), and the real ``openai`` client talks to it.
+The hooks are run on LiteLLM's own chunk and response objects, then the real proxy (the one of
+``docs/litellm.md``'s recipe, registering ``stopstream.litellm.callback``: ``conftest``) runs on
+loopback in front of the fake OpenAI-compatible upstream (``fake_upstream``), and the real
+``openai`` client talks to it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import secrets
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import httpx
 import openai
 import pytest
 
@@ -38,10 +31,15 @@ from fake_upstream import (  # noqa: E402
     tail,
     text_deltas,
 )
+from litellm_support import RecipeProxy  # noqa: E402
 from stopstream.litellm import StopstreamCallback, callback  # noqa: E402
 
 # LiteLLM's own models warn while pydantic builds their schemas.
-pytestmark = pytest.mark.filterwarnings("ignore:Item .*ReadOnly:UserWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:Item .*ReadOnly:UserWarning"),
+    # With the recipe's tests on one xdist worker: one proxy for both.
+    pytest.mark.xdist_group("litellm"),
+]
 
 STOPS = ["###", "END", "<|im_end|>", "Observation:", "</answer>", "\n\nUser:"]
 MESSAGES: Any = [{"role": "user", "content": "Hi"}]
@@ -144,6 +142,10 @@ def test_streaming_hook_cuts_and_keeps_litellm_chunks_working() -> None:
     assert "".join(c.choices[0].delta.content or "" for c in out) == "The answer is 4."
     last = out[-1]
     assert last.choices[0].finish_reason == "stop"
+    assert last.choices[0].stop_reason == "</answer>"
+    # Where the proxy's writer keeps it: LiteLLM's fast path writes standard fields only.
+    assert last.provider_specific_fields == {"stop_reason": "</answer>"}
+    assert all(c.provider_specific_fields is None for c in out[:-1])
     assert last._hidden_params == chunks[1]._hidden_params  # private state kept
     assert upstream.closed == 1 and upstream.pulled == 3
     built = litellm.stream_chunk_builder(out)
@@ -172,105 +174,35 @@ def test_success_hook_truncates() -> None:
     out = run(callback.async_post_call_success_hook(data, None, response))
     assert out.choices[0].message.content == "a "
     assert out.choices[0].finish_reason == "stop"
+    assert out.choices[0].stop_reason == "</answer>"
+    assert getattr(out.choices[1], "stop_reason", None) is None
     assert out.choices[1].message.content == "plain"
 
 
 # --- the real proxy --------------------------------------------------------------------------
 
-MASTER_KEY = "sk-" + secrets.token_hex(32)
-PROXY_START_TIMEOUT = 120.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-@pytest.fixture(scope="module")
-def upstream_server() -> Iterator[tuple[FakeUpstream, Served]]:
-    fake = FakeUpstream()
-    with Served(fake) as served:
-        yield fake, served
-
 
 @pytest.fixture
-def fake(upstream_server: tuple[FakeUpstream, Served]) -> FakeUpstream:
-    fake, _ = upstream_server
+def fake(litellm_upstream: tuple[FakeUpstream, Served]) -> FakeUpstream:
+    fake, _ = litellm_upstream
     fake.reset()
     return fake
 
 
-@pytest.fixture(scope="module")
-def proxy(upstream_server: tuple[FakeUpstream, Served], tmp_path_factory: Any) -> Iterator[str]:
-    """The LiteLLM proxy, started on loopback with the stopstream callback registered."""
-    pytest.importorskip("litellm.proxy.proxy_server", reason="litellm[proxy] is not installed")
-    base = upstream_server[1].url + "/v1"
-    directory: Path = tmp_path_factory.mktemp("litellm")
-    config = directory / "config.yaml"
-    models = "".join(
-        f"  - model_name: {alias}\n"
-        f"    litellm_params:\n"
-        f"      model: openai/{model}\n"
-        f"      api_base: {base}\n"
-        f"      api_key: sk-upstream\n"
-        for alias, model in [("o3", "o3"), ("gpt-4o", "gpt-4o")]
-    )
-    config.write_text(
-        "model_list:\n"
-        + models
-        + "litellm_settings:\n"
-        + "  callbacks: stopstream.litellm.callback\n"
-        + "general_settings:\n"
-        + f"  master_key: {MASTER_KEY}\n"
-    )
-    port = _free_port()
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "NO_DOCS": "True"}
-    log = (directory / "proxy.log").open("wb")
-    command = [
-        sys.executable,
-        "-c",
-        "import litellm; litellm.run_server()",
-        "--config",
-        str(config),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--num_workers",
-        "1",
-    ]
-    process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + PROXY_START_TIMEOUT
-        while True:
-            if process.poll() is not None:
-                log.flush()
-                output = (directory / "proxy.log").read_text(errors="replace")[-3000:]
-                pytest.fail(f"the LiteLLM proxy exited with {process.returncode}:\n{output}")
-            try:
-                if httpx.get(url + "/health/liveliness", timeout=1.0).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("the LiteLLM proxy did not start in time")
-            time.sleep(0.5)
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(TIMEOUT)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(TIMEOUT)
-        log.close()
+@pytest.fixture
+def proxy(litellm_proxy: RecipeProxy) -> RecipeProxy:
+    """The proxy of docs/litellm.md's recipe (started once per run, by conftest): models
+    ``gpt-4o`` and ``o3``, both OpenAI ones, sent to the fake upstream."""
+    return litellm_proxy
 
 
-def client(url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=url + "/v1", api_key=MASTER_KEY, max_retries=0, timeout=TIMEOUT)
+def client(proxy: RecipeProxy) -> openai.OpenAI:
+    return openai.OpenAI(
+        base_url=proxy.url + "/v1",
+        api_key=proxy.env["LITELLM_MASTER_KEY"],
+        max_retries=0,
+        timeout=TIMEOUT,
+    )
 
 
 def assert_closed_early(record: Record) -> None:
@@ -284,7 +216,8 @@ def text_of(chunks: list[Any]) -> str:
     return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
 
 
-def test_proxy_model_that_rejects_stop(fake: FakeUpstream, proxy: str) -> None:
+@pytest.mark.e2e
+def test_proxy_model_that_rejects_stop(fake: FakeUpstream, proxy: RecipeProxy) -> None:
     fake.reject_stop = True  # like o3: any `stop` is a 400
     fake.chat = ChatScript([text_deltas("The answer", " is 4.", "</ans", "wer>", *tail())])
     with client(proxy) as c:
@@ -293,12 +226,14 @@ def test_proxy_model_that_rejects_stop(fake: FakeUpstream, proxy: str) -> None:
         )
     assert text_of(chunks) == "The answer is 4."
     assert chunks[-1].choices[0].finish_reason == "stop"
+    assert chunks[-1].choices[0].stop_reason == "</answer>"  # type: ignore[attr-defined]
     assert "stop" not in fake.last.body
     assert not any("stopstream" in key for key in fake.last.body)
     assert_closed_early(fake.last)
 
 
-def test_proxy_model_that_takes_four(fake: FakeUpstream, proxy: str) -> None:
+@pytest.mark.e2e
+def test_proxy_model_that_takes_four(fake: FakeUpstream, proxy: RecipeProxy) -> None:
     # "</answer>" is the fifth stop: only the proxy's callback knows it.
     fake.chat = ChatScript([text_deltas("The answer", " is 4.", "</ans", "wer>", *tail())])
     with client(proxy) as c:
@@ -311,7 +246,10 @@ def test_proxy_model_that_takes_four(fake: FakeUpstream, proxy: str) -> None:
     assert_closed_early(fake.last)
 
 
-def test_proxy_upstream_stop_and_local_stop_together(fake: FakeUpstream, proxy: str) -> None:
+@pytest.mark.e2e
+def test_proxy_upstream_stop_and_local_stop_together(
+    fake: FakeUpstream, proxy: RecipeProxy
+) -> None:
     # "###" goes upstream and the fake applies it; "\n\nUser:" (local only) comes first.
     fake.chat = ChatScript([text_deltas("Hi", "\n", "\nUser: x ###", " after")])
     with client(proxy) as c:
@@ -322,18 +260,55 @@ def test_proxy_upstream_stop_and_local_stop_together(fake: FakeUpstream, proxy: 
     assert chunks[-1].choices[0].finish_reason == "stop"
 
 
-def test_proxy_non_streaming(fake: FakeUpstream, proxy: str) -> None:
+@pytest.mark.e2e
+def test_proxy_non_streaming(fake: FakeUpstream, proxy: RecipeProxy) -> None:
     fake.reject_stop = True
     fake.chat = ChatScript([text_deltas("The answer is 4.</answer> more")])
     with client(proxy) as c:
         response = c.chat.completions.create(model="o3", messages=MESSAGES, stop=STOPS)
     assert response.choices[0].message.content == "The answer is 4."
     assert response.choices[0].finish_reason == "stop"
+    assert response.choices[0].stop_reason == "</answer>"  # type: ignore[attr-defined]
     assert "stop" not in fake.last.body
 
 
-def test_proxy_without_stops_passes_through(fake: FakeUpstream, proxy: str) -> None:
+@pytest.mark.e2e
+def test_proxy_without_stops_passes_through(fake: FakeUpstream, proxy: RecipeProxy) -> None:
     fake.chat = ChatScript([text_deltas("Plain", " </answer> text")])
     with client(proxy) as c:
         chunks = list(c.chat.completions.create(model="gpt-4o", messages=MESSAGES, stream=True))
     assert text_of(chunks) == "Plain </answer> text"
+
+
+# --- the SDK (docs/litellm.md, "The LiteLLM SDK") ------------------------------------------
+
+
+# LiteLLM's own deprecation and pydantic warnings while it streams.
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")
+def test_sdk_callback_does_nothing_and_wrap_chat_does_it() -> None:
+    from stopstream.openai import wrap_chat
+    from stopstream.providers import split_stops
+
+    def stream(stop: list[str]) -> Any:
+        return litellm.completion(
+            model="openai/gpt-4o",
+            messages=MESSAGES,
+            stop=stop,
+            stream=True,
+            mock_response="The answer is 4.</answer> tail text",  # offline
+        )
+
+    saved = litellm.callbacks
+    litellm.callbacks = [callback]
+    try:
+        # The proxy's hooks are not the SDK's: nothing is cut.
+        assert text_of(list(stream(STOPS))) == "The answer is 4.</answer> tail text"
+    finally:
+        litellm.callbacks = saved
+    upstream, _ = split_stops(STOPS, "openai", "gpt-4o")
+    assert upstream == STOPS[:4]
+    with wrap_chat(stream(upstream), STOPS) as chunks:
+        assert text_of(list(chunks)) == "The answer is 4."
+        assert chunks.stop_sequence == "</answer>"

@@ -89,6 +89,7 @@ def _refcount_stable(call: Callable[[], object], *objects: object) -> None:
     assert rss() - before < 4 * MIB
 
 
+@pytest.mark.slow
 def test_no_reference_leaks_on_the_hot_paths() -> None:
     stops = ["</answer>", "\n\nUser:"]
     text = "some text "
@@ -119,6 +120,7 @@ def test_no_reference_leaks_on_the_hot_paths() -> None:
     _refcount_stable(lambda: list(stopstream.wrap(items, stops)), items[0], items[1])
 
 
+@pytest.mark.slow
 def test_no_leak_when_errors_are_raised() -> None:
     f = stopstream.ByteStopFilter(["x"])
     bad = b"\xff"

@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from openai.types.chat import ChatCompletionChunk
 from pydantic import TypeAdapter
 
+from hypothesis_profiles import examples
 from stopstream import Regex
 from stopstream._adapter import ModelDriver, OnStop, SyncAdapterStream
 from stopstream._responses import ResponsesMachine
@@ -389,7 +390,9 @@ def messages_attributes(s: Any) -> tuple[Any, ...]:
     return (s.stop_sequence, s.stop_index, s.stop_reason, s.complete, s.pending, s.stopped)
 
 
-FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(
+    max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 @FAST
@@ -466,6 +469,7 @@ def test_sse_responses_native_matches_python(
     )
 
 
+@pytest.mark.slow
 @FAST
 @given(data=st.data(), n=st.integers(1, 3), stops=STOPS, include=st.booleans(), on_stop=ON_STOP)
 def test_sse_gemini_native_matches_python(

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hypothesis_profiles import examples
 from stopstream.openai import awrap_chat, wrap_chat
 from stopstream.reference import reference_truncate
 
@@ -386,7 +387,7 @@ def test_no_stops_pass_everything() -> None:
     assert all(a is b for a, b in zip(out, chunks, strict=True))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     text=st.text(alphabet="ab</>", max_size=30),
     cuts=st.lists(st.integers(0, 30), max_size=8),

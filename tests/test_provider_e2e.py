@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Iterator
 from typing import Any
 
 import openai
@@ -37,14 +36,16 @@ from stopstream import Regex
 from stopstream.gemini import awrap, wrap
 from stopstream.openai import awrap_responses, wrap_responses
 
+# Real servers or subprocesses: `-m "not e2e"` leaves them out.
+pytestmark = pytest.mark.e2e
+
 STOPS = ["###", "END", "<|im_end|>", "Observation:", "</answer>", "\n\nUser:"]
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[tuple[FakeProviders, Served]]:
-    fake = FakeProviders()
-    with Served(fake) as served:
-        yield fake, served
+def server(providers_server: tuple[FakeProviders, Served]) -> tuple[FakeProviders, Served]:
+    """The fake providers of the whole run (``conftest``)."""
+    return providers_server
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stopstream
+from hypothesis_profiles import examples
 from implementations import IMPLEMENTATIONS, REFERENCE, Implementation
 from stopstream import reference
 from stopstream.reference import (
@@ -844,7 +845,8 @@ def literal_holdback(text: str, stops: list[str]) -> int:
     return max(lengths, default=0)
 
 
-@settings(max_examples=300, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(300), deadline=None)
 @given(case=stops_and_text(STR_ALPHABET))
 def test_find_stop_is_the_literal_rule(case: tuple[list[str], str]) -> None:
     stops, text = case
@@ -856,7 +858,8 @@ def test_find_stop_is_the_literal_rule(case: tuple[list[str], str]) -> None:
         assert held_suffix_length(prefix, tuple(stops)) == literal_holdback(prefix, stops)
 
 
-@settings(max_examples=200, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(200), deadline=None)
 @given(case=stops_and_text(STR_ALPHABET), include_stop=st.booleans())
 def test_reference_filter_agrees_with_reference_truncate(
     case: tuple[list[str], str], include_stop: bool

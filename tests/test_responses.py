@@ -23,6 +23,7 @@ from openai.types.responses import (
 )
 from pydantic import TypeAdapter
 
+from hypothesis_profiles import examples
 from provider_scripts import Event, Item, ResponseScript, response_events, responses_sse
 from stopstream.openai import awrap_responses, wrap_responses
 from stopstream.reference import reference_truncate
@@ -253,7 +254,7 @@ def test_bad_on_stop_is_rejected() -> None:
         wrap_responses([], STOPS, on_stop="wait")  # type: ignore[arg-type]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     st.text(alphabet="ab</answer>\nUsr: ", max_size=40),
     st.lists(st.integers(min_value=0, max_value=40), max_size=6),

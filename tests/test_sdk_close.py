@@ -23,6 +23,9 @@ from fake_upstream import Receive, Scope, Send, Served
 from stopstream import anthropic as ss_anthropic
 from stopstream import openai as ss_openai
 
+# Real servers or subprocesses: `-m "not e2e"` leaves them out.
+pytestmark = pytest.mark.e2e
+
 PROMPT = 0.1  # a close must not wait for the stalled read
 ENDS = 5.0  # the stalled pull ends once the connection drops
 

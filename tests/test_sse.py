@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hypothesis_profiles import examples
 from stopstream._cli import main
 from stopstream.sse import SSEParser, awrap_anthropic, awrap_openai, wrap_anthropic, wrap_openai
 
@@ -222,7 +223,7 @@ def test_openai_rejects_non_bytes() -> None:
         list(wrap_openai([1], ["x"]))  # type: ignore[list-item]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     text=st.text(alphabet="ab</>é\n", max_size=25),
     token_cuts=st.lists(st.integers(0, 25), max_size=6),

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 import stopstream
+from hypothesis_profiles import examples
 from stopstream.reference import ReferenceByteStopFilter, ReferenceStopFilter
 from strategies import BYTE_ALPHABET, INVALID_UTF8, STR_ALPHABET
 
@@ -116,6 +117,10 @@ class BytesMachine(_Machine):
 
 
 TestStrMachine = StrMachine.TestCase
-TestStrMachine.settings = settings(max_examples=150, stateful_step_count=30, deadline=None)
+TestStrMachine.settings = settings(
+    max_examples=examples(150), stateful_step_count=30, deadline=None
+)
 TestBytesMachine = BytesMachine.TestCase
-TestBytesMachine.settings = settings(max_examples=200, stateful_step_count=30, deadline=None)
+TestBytesMachine.settings = settings(
+    max_examples=examples(200), stateful_step_count=30, deadline=None
+)

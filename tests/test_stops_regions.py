@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import stopstream
+from hypothesis_profiles import examples
 from stopstream import reference
 from strategies import chunkings, split, with_invalid_utf8
 
@@ -204,9 +205,12 @@ def battrs(f: stopstream.ByteStopFilter | reference.ReferenceByteStopFilter) -> 
     return (f.pending, f.stopped, f.stop_sequence, f.stop_index, f.stop_reason)
 
 
-SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=examples(250), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(cases())
 def test_str_filter_matches_reference(case: Case) -> None:
@@ -219,6 +223,7 @@ def test_str_filter_matches_reference(case: Case) -> None:
     assert attrs(real) == attrs(ref), case
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(cases(unbounded=True), st.data())
 def test_unbounded_patterns_final_output_and_no_leak(case: Case, data: st.DataObject) -> None:
@@ -239,6 +244,7 @@ def test_unbounded_patterns_final_output_and_no_leak(case: Case, data: st.DataOb
     assert (got, stop) == (want, ref.stop_sequence)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(cases(), st.data())
 def test_byte_filter_matches_reference(case: Case, data: st.DataObject) -> None:
@@ -274,6 +280,7 @@ def test_byte_filter_matches_reference(case: Case, data: st.DataObject) -> None:
             break
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(cases(unbounded=True))
 def test_chunking_never_matters(case: Case) -> None:
@@ -286,7 +293,7 @@ def test_chunking_never_matters(case: Case) -> None:
     assert run(case.chunks) == run([text]) == run(list(text))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(cases(unbounded=True))
 def test_wrap_and_awrap_match_the_filter(case: Case) -> None:
     f = stopstream.StopFilter(case.real_stops(), case.include_stop, **case.options())
@@ -509,7 +516,8 @@ def test_token_filter_takes_composed_lists() -> None:
 _LITERAL_TEXT = st.text(alphabet="ab<>/t \n", max_size=30)
 
 
-@settings(max_examples=300, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(300), deadline=None)
 @given(
     stops=st.lists(st.text(alphabet="ab<>/t\n", min_size=1, max_size=4), min_size=1, max_size=3),
     text=_LITERAL_TEXT,

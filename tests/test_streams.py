@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stopstream
+from hypothesis_profiles import examples
 from stopstream import wrap
 from stopstream.reference import ReferenceByteStopFilter, ReferenceStopFilter
 from strategies import (
@@ -696,7 +697,7 @@ def test_stop_completed_at_end_of_input_in_replace_mode() -> None:
 # Strict bytes: an invalid sequence ends the text for the stops' look-around (contract §9.9)
 
 
-@settings(deadline=None, max_examples=150)
+@settings(deadline=None, max_examples=examples(150))
 @given(case=regex_byte_cases(), errors=st.sampled_from(["strict", "strict", "replace"]))
 def test_regex_stops_over_invalid_bytes_match_reference(
     case: RegexByteCase, errors: Errors

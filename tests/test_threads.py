@@ -427,6 +427,7 @@ def close_while_iterating() -> None:
     assert finalized == [1]
 
 
+@pytest.mark.slow
 def test_close_from_another_thread_while_iterating() -> None:
     """A consumer thread iterates while another thread closes the stream (a client going away):
     nothing crashes, the consumer ends, and the upstream is finalized exactly once (by the

@@ -34,6 +34,7 @@ from hypothesis import strategies as st
 
 import stopstream
 import tokenizer_support
+from hypothesis_profiles import examples
 from stopstream import _vocab
 from stopstream.reference import ReferenceTokenStopFilter, Stop
 from stopstream.reference import Regex as RefRegex
@@ -241,9 +242,12 @@ def compare(
             break
 
 
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(case=cases(), data=st.data())
 def test_every_feed_matches_the_reference(case: Case, data: st.DataObject) -> None:
@@ -261,6 +265,7 @@ def test_every_feed_matches_the_reference(case: Case, data: st.DataObject) -> No
     compare(f, ref, [list(case.ids), None], data)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(case=cases(at_end=True), data=st.data())
 def test_stops_settled_at_the_end_match_the_reference(case: Case, data: st.DataObject) -> None:
@@ -282,6 +287,7 @@ def run(f: stopstream.TokenStopFilter, calls: list[list[int]]) -> tuple[object, 
     return text + piece.text, tokens + piece.tokens, attributes(f)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(case=cases(), data=st.data())
 def test_the_split_never_matters(case: Case, data: st.DataObject) -> None:
@@ -322,7 +328,7 @@ def prose(draw: st.DrawFn) -> tuple[list[int], list[str | Stop], list[tuple[str,
     return list(tokenizer_support.cl100k().encode_ordinary(text)), stops, skip, until
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stream=prose(), include=st.booleans(), data=st.data())
 def test_real_tokens_with_stop_items_and_regions(
     stream: tuple[list[int], list[str | Stop], list[tuple[str, str]], str | None],
@@ -456,7 +462,7 @@ def test_bad_stops_and_options(kwargs: dict[str, Any], error: type[Exception], m
         stopstream.TokenStopFilter(vocab(False), **kwargs)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batch=st.lists(cases(), min_size=1, max_size=4), data=st.data())
 def test_feed_batch_of_composed_filters_equals_one_by_one(
     batch: list[Case], data: st.DataObject

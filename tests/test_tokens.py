@@ -23,6 +23,7 @@ from tokenizers import Tokenizer
 
 import stopstream
 import tokenizer_support
+from hypothesis_profiles import examples
 from stopstream import _vocab
 from stopstream.reference import ReferenceTokenStopFilter
 
@@ -98,7 +99,7 @@ def test_real_text_decodes_like_the_tokenizer(name: str, line: str) -> None:
     assert run_all(stopstream.TokenStopFilter(case.vocab, None), ids) == want
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(data=st.data())
 @pytest.mark.parametrize("name", ["cl100k", "byte_level"])
 def test_random_ids_decode_like_the_tokenizer(name: str, data: st.DataObject) -> None:
@@ -114,7 +115,7 @@ def test_random_ids_decode_like_the_tokenizer(name: str, data: st.DataObject) ->
     assert run_all(stopstream.TokenStopFilter(case.vocab, None), ids) == want
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(data=st.data())
 def test_byte_fallback_ids_decode_like_the_tokenizer(data: st.DataObject) -> None:
     """Byte-fallback: equal to the tokenizer's decode whenever the bytes are valid UTF-8 (on
@@ -229,7 +230,7 @@ def attributes(f: stopstream.TokenStopFilter | ReferenceTokenStopFilter) -> tupl
     return (f.stopped, f.stop_sequence, f.stop_index, f.stop_reason, f.stop_token_id, f.pending)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=st.data())
 @pytest.mark.parametrize("name", CASE_NAMES)
 def test_every_feed_matches_the_reference(name: str, data: st.DataObject) -> None:
@@ -267,7 +268,7 @@ def test_every_feed_matches_the_reference(name: str, data: st.DataObject) -> Non
 # feed_batch
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(data=st.data())
 def test_feed_batch_equals_one_by_one(data: st.DataObject) -> None:
     """Filters over different vocabularies (and one filter twice) in one batch, step by step."""
@@ -365,7 +366,7 @@ def test_feed_batch_of_plain_ints_fails_as_feed_alone() -> None:
 # Bad ids
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(data=st.data())
 @pytest.mark.parametrize("name", ["cl100k", "byte_fallback"])
 def test_bad_ids_change_nothing(name: str, data: st.DataObject) -> None:

@@ -14,9 +14,15 @@ For each chat completion request with ``stop`` (``/v1/chat/completions``):
 - streamed responses are filtered with ``stopstream.openai.awrap_chat`` on LiteLLM's
   ``ModelResponseStream`` chunks (a changed chunk keeps its class and ``_hidden_params``):
   every stop of the original list cuts the text, the choice ends with ``finish_reason:
-  "stop"``, and the upstream stream is closed at once (which drops the provider connection and
-  ends generation there);
-- non-streamed responses are cut with ``stopstream.truncate``.
+  "stop"`` and ``stop_reason`` (the stop that fired; the chunk also gets LiteLLM's
+  ``provider_specific_fields: {"stop_reason": ...}``, without which the proxy's fast chunk
+  writer would drop it), and the upstream stream is closed at once (which drops the provider
+  connection and ends generation there);
+- non-streamed responses are cut with ``stopstream.truncate``, the choice given
+  ``finish_reason: "stop"`` and ``stop_reason``.
+
+These are proxy hooks: registered in the LiteLLM SDK (``litellm.callbacks``), the callback does
+nothing; wrap the SDK's stream with ``stopstream.openai.wrap_chat`` instead (``docs/litellm.md``).
 
 The provider and model are those of the model group's first deployment in the proxy's
 ``model_list`` (or of the model name itself outside the proxy); for a group whose deployments
@@ -150,7 +156,7 @@ class StopstreamCallback(CustomLogger):
             response, stops, n=n if isinstance(n, int) and n > 1 else None
         ) as stream:
             async for chunk in stream:
-                yield chunk
+                yield _reporting(chunk)
 
     async def async_post_call_success_hook(
         self, data: dict[str, Any], user_api_key_dict: Any, response: Any
@@ -167,7 +173,33 @@ class StopstreamCallback(CustomLogger):
             if stop is not None:
                 message.content = text
                 choice.finish_reason = "stop"
+                choice.stop_reason = stop
         return response
+
+
+def _reporting(chunk: Any) -> Any:
+    """The chunk, made to keep its choices' ``stop_reason`` on the way to the proxy's client.
+
+    The proxy writes a plain text chunk with a fast serializer of the standard fields only; a
+    chunk with ``provider_specific_fields`` (LiteLLM's own place for fields beyond OpenAI's) is
+    written in full. The chunk in which a stop fired gets ``{"stop_reason": stop}`` there.
+    """
+    stop = next(
+        (
+            reason
+            for choice in getattr(chunk, "choices", None) or []
+            if isinstance(reason := getattr(choice, "stop_reason", None), str)
+        ),
+        None,
+    )
+    if stop is None or not hasattr(chunk, "provider_specific_fields"):
+        return chunk
+    fields = chunk.provider_specific_fields
+    chunk.provider_specific_fields = {
+        **(fields if isinstance(fields, dict) else {}),
+        "stop_reason": stop,
+    }
+    return chunk
 
 
 def _stops_of(data: Mapping[str, Any]) -> list[Any] | None:

@@ -1,0 +1,44 @@
+"""The test suite's shared set-up: the Hypothesis profile (see ``hypothesis_profiles``), and the
+servers started once per run (per xdist worker) rather than per module."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+import hypothesis_profiles  # noqa: F401  (loads the profile before any test module is imported)
+from fake_providers import FakeProviders
+from fake_upstream import FakeUpstream, Served
+from litellm_support import recipe_blocks, recipe_proxy, repository
+
+
+@pytest.fixture(scope="session")
+def providers_server() -> Iterator[tuple[FakeProviders, Served]]:
+    """The fake OpenAI (Chat and Responses), Anthropic and Gemini APIs, on loopback."""
+    fake = FakeProviders()
+    with Served(fake) as served:
+        yield fake, served
+
+
+@pytest.fixture(scope="session")
+def litellm_upstream() -> Iterator[tuple[FakeUpstream, Served]]:
+    """The fake OpenAI-compatible upstream of the LiteLLM proxy."""
+    fake = FakeUpstream()
+    with Served(fake) as served:
+        yield fake, served
+
+
+@pytest.fixture(scope="session")
+def litellm_proxy(
+    request: pytest.FixtureRequest,
+    litellm_upstream: tuple[FakeUpstream, Served],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[object]:
+    """The LiteLLM proxy of ``docs/litellm.md``'s recipe (a ``litellm_support.RecipeProxy``),
+    its models sent to ``litellm_upstream``. Starting it takes seconds: once per run."""
+    pytest.importorskip("litellm.proxy.proxy_server", reason="litellm[proxy] is not installed")
+    blocks = recipe_blocks(repository(request.config) / "docs" / "litellm.md")
+    directory = tmp_path_factory.mktemp("recipe")
+    with recipe_proxy(blocks, litellm_upstream[1].url + "/v1", directory) as proxy:
+        yield proxy
