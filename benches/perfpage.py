@@ -232,7 +232,7 @@ def busiest_window(values: Sequence[int], width: int, step: int = 10) -> int:
 
 
 def plot_holdback(data: Holdback, path: Path, width: int = 120) -> None:
-    fig = _figure(7.5, 3.6)
+    fig = _figure(7.5, 3.9)
     series_ax, means_ax = fig.subplots(1, 2, width_ratios=(2.3, 1))
     start = busiest_window(data.series[data.ours], width)
     others = iter(OTHER_COLOURS)
@@ -255,8 +255,9 @@ def plot_holdback(data: Holdback, path: Path, width: int = 120) -> None:
     series_ax.set_xlabel(f"chunk of the stream (the {width} where stopstream holds back most)")
     series_ax.set_ylabel("characters held back")
     series_ax.set_title(f"After each chunk, {data.stops}", loc="left")
-    series_ax.legend(loc="upper right", fontsize=8)
-    series_ax.set_ylim(bottom=0)
+    highest = max(max(values[start : start + width], default=0) for values in data.series.values())
+    series_ax.set_ylim(0, highest * 1.15 + 0.5)
+    fig.legend(loc="outside lower center", ncols=len(data.series), fontsize=8)
     _mean_bars(means_ax, data, colours)
     _save(fig, path)
 

@@ -71,8 +71,13 @@ def synthetic_page() -> perfpage.Page:
     )
 
 
-def test_page_embeds_each_plot_and_each_plot_is_an_svg(tmp_path: Path) -> None:
-    written = perfpage.write_page(synthetic_page(), tmp_path)
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    return perfpage.write_page(synthetic_page(), tmp_path_factory.mktemp("page"))
+
+
+def test_page_embeds_each_plot_and_each_plot_is_an_svg(written: list[Path]) -> None:
+    tmp_path = written[0].parent
     page = tmp_path / perfpage.PAGE
     assert written[0] == page
     svgs = sorted(p for p in written if p.suffix == ".svg")
@@ -108,10 +113,9 @@ def test_page_embeds_each_plot_and_each_plot_is_an_svg(tmp_path: Path) -> None:
     assert "stopstream wrap" in labels and "SGLang / llama.cpp" in labels
 
 
-def test_the_same_figures_give_the_same_bytes(tmp_path: Path) -> None:
-    first = perfpage.write_page(synthetic_page(), tmp_path / "a")
-    second = perfpage.write_page(synthetic_page(), tmp_path / "b")
-    for a, b in zip(first, second, strict=True):
+def test_the_same_figures_give_the_same_bytes(written: list[Path], tmp_path: Path) -> None:
+    again = perfpage.write_page(synthetic_page(), tmp_path)
+    for a, b in zip(written, again, strict=True):
         assert a.read_bytes() == b.read_bytes(), a.name
 
 
