@@ -6,6 +6,14 @@ Usage (from the repository root, with the package built in release mode)::
     python benches/compare.py --quick   # smoke run (small inputs, few repeats): ~20 s
     python benches/compare.py --strict  # also exit 1 when a target is missed
     python benches/compare.py --adapters-only  # only the provider adapters (benches/adapters.py)
+    python benches/compare.py --out DIR  # write the page and plots into DIR instead
+    python benches/compare.py --no-page  # print the tables only (no matplotlib needed)
+
+A full run also writes the documentation's performance page, ``docs/performance.md``, and its
+plots, ``docs/img/perf-*.svg`` (``benches/perfpage.py``; matplotlib, the ``bench`` extra): the
+tables printed here, each with its one-line reading, after the machine and the load average
+the run was measured at. ``--quick`` draws them too but into a temporary directory, removed
+at exit (unless ``--out DIR``), so that a smoke run never rewrites the committed page.
 
 The tables are Markdown. Times come from ``time.perf_counter_ns`` with the garbage collector
 off during each timed run; each figure is the fastest of several runs (the median of three for
