@@ -159,26 +159,32 @@ class AsyncPull(AsyncDriver, Generic[_Out]):
         stays queued for later pulls: a cancellation never loses output a stop decided.
         """
         self._done = True
-        close = asyncio.ensure_future(self._close_upstream())
+        cancelled = [False]
+        close = asyncio.ensure_future(self._close_after_stop(cancelled))
         try:
             await asyncio.shield(close)
         except asyncio.CancelledError:
-            if close.done():
-                self._closed_after_cancel(close)
-            else:
-                close.add_done_callback(self._closed_after_cancel)
+            cancelled[0] = True
+            error = close.exception() if close.done() and not close.cancelled() else None
+            if error is not None:
+                self._defer(error)
             self._end_stage()
             raise
         except Exception as exc:
             self._defer(exc)
         self._end_stage()
 
-    def _closed_after_cancel(self, close: asyncio.Future[None]) -> None:
-        """The shielded close of a cancelled stop's pull is done: a failure is raised on the
-        pull after the last output, as any failing close after a stop."""
-        error = None if close.cancelled() else close.exception()
-        if error is not None:
-            self._defer(error)
+    async def _close_after_stop(self, cancelled: list[bool]) -> None:
+        """The stop's close. When the pull that awaited it was cancelled, a failure is deferred
+        here, in the step that ends the close: a later pull raises it after the last output,
+        as any failing close after a stop (a done-callback would run a loop turn later, after
+        pulls that need no await have ended the stream); nothing is left for the task."""
+        try:
+            await self._close_upstream()
+        except Exception as exc:
+            if not cancelled[0]:
+                raise
+            self._defer(exc)
 
     async def _bad_item(self, error: Exception, item: object, position: int) -> NoReturn:
         """Ends the stream for a bad item (the ``position``-th, ``item``): closes the
