@@ -15,6 +15,8 @@ The conventions (described for writers in docs/design.md, "Documentation"):
   (the arguments are checked by the gateway's own parser); the ``python`` blocks after it on the
   page that name ``http://127.0.0.1:8080`` talk to it.
 - a block preceded by ``<!-- not run: REASON -->`` is skipped; the reason is required.
+- a block preceded by ``<!-- recipe:NAME -->`` (the LiteLLM page's) is run, as written, by
+  ``tests/test_litellm_recipe.py`` (``litellm_support.RECIPE_BLOCKS`` names them).
 - a block that is none of these (a synopsis in a bare fence is checked against ``--help``)
   fails the test: nothing is skipped silently.
 """
@@ -49,7 +51,7 @@ if not (ROOT / "README.md").exists() or not (ROOT / "examples").is_dir():
     pytest.skip("run from outside the source tree", allow_module_level=True)
 
 FENCE = re.compile(r"^```([\w-]*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
-MARK = re.compile(r"<!--\s*(not run|run|output)\s*(?::\s*(.*?))?\s*-->\s*\Z", re.S)
+MARK = re.compile(r"<!--\s*(not run|run|output|recipe)\s*(?::\s*(.*?))?\s*-->\s*\Z", re.S)
 EXPECT = "# -> "
 GATEWAY_URL = "http://127.0.0.1:8080"
 
@@ -60,7 +62,7 @@ class Block:
     line: int
     lang: str
     code: str
-    mark: str | None  # "not run", "run", "output" or None
+    mark: str | None  # "not run", "run", "output", "recipe" or None
     arg: str
 
     @property
@@ -237,6 +239,15 @@ def run_blocks(blocks: list[Block], bin_dir: Path, monkeypatch: pytest.MonkeyPat
         for block in blocks:
             if block.mark == "not run":
                 assert block.arg, f"{block.where}: `not run` needs a reason"
+                last_output = None
+                continue
+            if block.mark == "recipe":
+                from litellm_support import RECIPE_BLOCKS
+
+                assert block.arg in RECIPE_BLOCKS, (
+                    f"{block.where}: recipe block {block.arg!r} that tests/test_litellm_recipe.py "
+                    "does not run"
+                )
                 last_output = None
                 continue
             if block.mark == "output":
