@@ -75,8 +75,9 @@ def upstream_url(upstream_server: tuple[FakeUpstream, Served]) -> str:
 
 
 def serve_gateway(upstream: Served, **options: Any) -> Served:
+    options.setdefault("timeout", TIMEOUT)
     app = load_gateway().create_app(
-        upstream.url + "/v1", anthropic_upstream=upstream.url, timeout=TIMEOUT, **options
+        upstream.url + "/v1", anthropic_upstream=upstream.url, **options
     )
     return Served(app, lifespan="on")
 
@@ -568,7 +569,10 @@ def test_load_stops_and_disconnects_all_close_the_upstream(
             jobs = (one(client, url, i) for i in range(LOAD_REQUESTS))
             return await asyncio.wait_for(asyncio.gather(*jobs), 45)
 
-    with serve_gateway(upstream_server[1], max_connections=1000) as gateway:
+    # The gateway's reads from the upstream wait as long as the client's (see `run`): with 200
+    # streams at once, the test suite's other worker and a build sharing two cores, one read
+    # took longer than a single stream's timeout.
+    with serve_gateway(upstream_server[1], max_connections=1000, timeout=3 * TIMEOUT) as gateway:
         results = asyncio.run(run(gateway.url + "/v1/chat/completions"))
         records = {r.body["model"]: r for r in fake.records}
         assert sorted(records) == sorted(model for model, _ in results)
