@@ -214,7 +214,7 @@ class TokenDetokenizer:
             if self._text is not None:
                 return self._text.get_next_output_text(finished, delta)
         if not delta:
-            return self._held
+            return self.output_text
         piece = self._held
         self._held = ""
         self._sent_chars += len(piece)
