@@ -68,6 +68,9 @@ def runs(llm: Any) -> dict[str, Any]:
     assert vocab is not None
     clean = whole_character_ids(vocab)
     base = []
+    # `min_tokens` also keeps the end-of-sequence token from being sampled: the unstopped
+    # request has the same, so that both sample the same tokens.
+    min_rng = random.Random(11)
     for i in range(REQUESTS):
         n = 2 if i % 11 == 0 else 1
         base.append(
@@ -77,6 +80,7 @@ def runs(llm: Any) -> dict[str, Any]:
                 n=n,
                 logprobs=1 if i % 7 == 0 else None,
                 allowed_token_ids=clean if i % 2 == 0 else None,
+                min_tokens=0 if min_rng.random() < 0.6 else min_rng.randint(1, 20),
             )
         )
 
@@ -88,6 +92,7 @@ def runs(llm: Any) -> dict[str, Any]:
             max_tokens=MAX_TOKENS,
             logprobs=b["logprobs"],
             allowed_token_ids=b["allowed_token_ids"],
+            min_tokens=b["min_tokens"],
             **kw,
         )
 
@@ -101,12 +106,9 @@ def runs(llm: Any) -> dict[str, Any]:
         prompt_ids.append(tokenizer.encode(b["prompt"]))
         stops = draw_stops(rng, outs[0].text)
         include = rng.random() < 0.3
-        min_tokens = 0 if rng.random() < 0.6 else rng.randint(1, 20)
-        cases.append(dict(stops=stops, include=include, min_tokens=min_tokens))
+        cases.append(dict(stops=stops, include=include, min_tokens=b["min_tokens"]))
     stopped_params = [
-        params(
-            b, stop=c["stops"], include_stop_str_in_output=c["include"], min_tokens=c["min_tokens"]
-        )
+        params(b, stop=c["stops"], include_stop_str_in_output=c["include"])
         for b, c in zip(base, cases, strict=True)
     ]
     prompts = [b["prompt"] for b in base]
