@@ -188,17 +188,7 @@ def fmt_count(n: int) -> str:
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """A Markdown table (a ``|`` in a cell is escaped)."""
-    header = [h.replace("|", "\\|") for h in header]
-    rows = [[v.replace("|", "\\|") for v in r] for r in rows]
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    lines = [
-        "| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |",
-        "|" + "|".join("-" * (w + 2) for w in widths) + "|",
-    ]
-    lines += [
-        "| " + " | ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) + " |" for r in rows
-    ]
-    return "\n".join(lines)
+    return perfpage.render_table(header, rows, lambda v: v.replace("|", "\\|"))
 
 
 class Out:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -117,15 +117,22 @@ def escape_cell(text: str) -> str:
 
 
 def markdown_table(table: Table) -> str:
-    header = [escape_cell(h) for h in table.header]
-    rows = [[escape_cell(v) for v in row] for row in table.rows]
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    return render_table(table.header, table.rows, escape_cell)
+
+
+def render_table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], escape: Callable[[str], str]
+) -> str:
+    """A Markdown table with aligned columns, each cell passed through ``escape``."""
+    head = [escape(h) for h in header]
+    cells = [[escape(v) for v in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(head)]
     lines = [
-        "| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |",
+        "| " + " | ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)) + " |",
         "|" + "|".join("-" * (w + 2) for w in widths) + "|",
     ]
     lines += [
-        "| " + " | ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) + " |" for r in rows
+        "| " + " | ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) + " |" for r in cells
     ]
     return "\n".join(lines)
 

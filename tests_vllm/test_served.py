@@ -113,6 +113,19 @@ def stops_from(text: str, count: int) -> list[str]:
     return [*never[: count - 1], x]
 
 
+def read_stream(stream: Any, endpoint: str) -> tuple[str, Any, Any]:
+    """A streamed response's text, ``finish_reason`` and ``stop_reason``."""
+    pieces, finish, stop_reason = [], None, None
+    for chunk in stream:
+        for choice in chunk.choices:
+            piece = choice.delta.content if endpoint == "chat" else choice.text
+            pieces.append(piece or "")
+            if choice.finish_reason is not None:
+                finish = choice.finish_reason
+                stop_reason = getattr(choice, "stop_reason", None)
+    return "".join(pieces), finish, stop_reason
+
+
 @pytest.mark.parametrize("count", [1, 4, 6])
 @pytest.mark.parametrize("endpoint", ["completions", "chat"])
 def test_streamed_stops(client: Any, endpoint: str, count: int) -> None:
@@ -139,17 +152,10 @@ def test_streamed_stops(client: Any, endpoint: str, count: int) -> None:
     extra = (
         {"vllm_xargs": {"stopstream": json.dumps({"stop": extra_stops})}} if extra_stops else None
     )
-    pieces, finish, stop_reason = [], None, None
-    for chunk in create(True, own, extra):
-        for choice in chunk.choices:
-            piece = choice.delta.content if endpoint == "chat" else choice.text
-            pieces.append(piece or "")
-            if choice.finish_reason is not None:
-                finish = choice.finish_reason
-                stop_reason = getattr(choice, "stop_reason", None)
+    streamed, finish, stop_reason = read_stream(create(True, own, extra), endpoint)
     want, stop = stopstream.truncate(text, stops)
     assert stop is not None
-    assert "".join(pieces) == want
+    assert streamed == want
     assert (finish, stop_reason) == ("stop", stop)
 
 
@@ -226,15 +232,8 @@ def test_regex_and_skip_through_extra_body(client: Any, server: str, endpoint: s
     f = stopstream.StopFilter([stopstream.Regex(pattern)], skip=[(opener, closer)])
     want = f.feed(text) + f.finish()
     assert f.stopped, (text, options)
-    pieces, finish, stop_reason = [], None, None
-    for chunk in create(True, options):
-        for choice in chunk.choices:
-            piece = choice.delta.content if endpoint == "chat" else choice.text
-            pieces.append(piece or "")
-            if choice.finish_reason is not None:
-                finish = choice.finish_reason
-                stop_reason = getattr(choice, "stop_reason", None)
-    assert "".join(pieces) == want
+    streamed, finish, stop_reason = read_stream(create(True, options), endpoint)
+    assert streamed == want
     assert (finish, stop_reason) == ("stop", f.stop_sequence)
     # Engine side: the stopped request is no longer scheduled.
     create(False, None, max_tokens=1)
