@@ -22,8 +22,6 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("litellm.proxy.proxy_server", reason="litellm[proxy] is not installed")
-
 from fake_upstream import ChatScript, FakeUpstream, Served, tail, text_deltas
 from litellm_support import DOC_PORT, RecipeProxy, recipe_blocks, repository
 
