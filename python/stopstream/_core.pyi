@@ -13,8 +13,6 @@ from typing import Any, Generic, Literal, Protocol, SupportsIndex, TypeAlias, Ty
 from typing_extensions import Self, disjoint_base
 
 __all__ = [
-    "AsyncDriver",
-    "AsyncPullStep",
     "ByteStopFilter",
     "Regex",
     "Stop",
@@ -24,9 +22,7 @@ __all__ = [
     "TokenPiece",
     "TokenStopFilter",
     "Vocab",
-    "_SSEStage",
     "__version__",
-    "_feed_unless_stop",
     "feed_batch",
     "truncate",
 ]
@@ -39,11 +35,6 @@ _Stops: TypeAlias = "str | Stop | Regex | Iterable[str | Stop | Regex] | StopSet
 _Skip: TypeAlias = "Iterable[tuple[str, str]] | None"
 _StopReason: TypeAlias = Literal["stop_sequence", "end"]
 _Chunk = TypeVar("_Chunk", str, bytes)
-
-class _Closer(Protocol):
-    def close(self) -> None: ...
-    def close_source(self) -> None: ...
-    def disarm(self) -> None: ...
 
 @final
 class Stop:
@@ -317,9 +308,6 @@ class StopStream(Generic[_Chunk]):
         stops: _Stops = None,
         include_stop: bool = False,
         errors: str = "strict",
-        *,
-        stage: Any = None,
-        closer: Callable[..., _Closer] | None = None,
     ) -> Self:
         """Wrap ``chunks``; ``stopstream.wrap`` is the entry point.
 
@@ -328,17 +316,6 @@ class StopStream(Generic[_Chunk]):
             stops: ``None``, one ``str``, an iterable of ``str``, or a ``StopSet``.
             include_stop: keep the stop in the output; not given: ``False``, or the set's own.
             errors: ``"strict"`` or ``"replace"``, for bytes chunks.
-            closer: called as ``closer(iterator)`` or ``closer(iterator, chunks)`` (when
-                ``chunks`` is not its own iterator); the object returned is told ``close()``
-                when the stream stops or is closed, ``close_source()`` when it is closed during a
-                pull (close what is not the running iterator), and ``disarm()`` when the
-                upstream ran out.
-                ``wrap`` passes one that also closes the upstream when the stream is dropped.
-                ``None``: the stream never closes the upstream.
-            stage: a Python stage instead of the built-in filter (``push(item)`` returning a
-                piece or a list of items, ``closing``, ``end()``): how the provider adapters'
-                sync streams share this driver. ``stops`` is then unused.
-
         Raises:
             TypeError: ``chunks`` is not iterable, or ``stops`` has the wrong type.
             ValueError: a stop is empty, ``errors`` is unknown, or ``include_stop`` differs
@@ -394,97 +371,30 @@ class StopStream(Generic[_Chunk]):
     def pending(self) -> _Chunk:
         """The text (or bytes) held back."""
 
-_T = TypeVar("_T")
+    # Private: the constructor of the package's own machinery (``stopstream.wrap``, and the
+    # provider adapters' sync streams), not part of the API.
+    @staticmethod
+    def _staged(
+        chunks: Iterable[Any],
+        stops: _Stops = None,
+        errors: str = "strict",
+        *,
+        stage: Any = None,
+        closer: Callable[..., _Closer] | None = None,
+    ) -> StopStream[Any]:
+        """A stream like ``StopStream(chunks, stops, errors=errors)``, with two knobs.
 
-@disjoint_base
-class AsyncDriver:
-    """The native part of the async stream lifecycle (``stopstream._lifecycle.AsyncPull``).
-
-    It holds the stream's state and runs the common step of a pull (deliver queued output,
-    pull, feed the stage, return); every other event of a pull is a coroutine method of the
-    Python subclass (``_upstream_raised``, ``_bad_item``, ``_stopped``,
-    ``_closed_during_pull``), which the pull's awaitable runs in place.
-    """
-
-    def __new__(cls, *_args: Any, **_kwargs: Any) -> Self:
-        """An unstarted driver; the subclass's ``__init__`` calls ``_start``."""
-    def _start(self, iterator: Any, source: Any, stage: Any) -> None:
-        """Set the upstream iterator, the object given (``None`` when it is the iterator)
-        and the stage (a Python stage, or a ``StopStream`` over no upstream: the built-in
-        filter, fed natively). Once only.
-
-        Raises:
-            RuntimeError: the driver was started already.
-        """
-    def __aiter__(self) -> Self:
-        """The stream itself."""
-    def __anext__(self) -> Awaitable[Any]:
-        """The next pull: an ``AsyncPullStep``, which does nothing until first awaited (or
-        sent to)."""
-    @property
-    def _stage(self) -> Any:
-        """The stage given to ``_start`` (``None`` before)."""
-    @property
-    def _running(self) -> bool:
-        """Whether a pull is in progress."""
-    @property
-    def _done(self) -> bool:
-        """Whether the stream takes no more pulls."""
-    @_done.setter
-    def _done(self, value: bool) -> None: ...
-    @property
-    def _close_requested(self) -> bool:
-        """Whether ``aclose()`` came during a pull."""
-    @_close_requested.setter
-    def _close_requested(self, value: bool) -> None: ...
-    def _defer(self, error: BaseException) -> None:
-        """Keep ``error`` (a failed close after a stop) to raise after the last output."""
-    def _clear_queue(self) -> None:
-        """Drop the output queued for delivery."""
-    def _take_upstream(self) -> list[Any]:
-        """What is left of the upstream to close, each object once; the driver lets go of it."""
-    def _take_source(self) -> Any:
-        """The object given, when it is not the iterator and not closed yet (then marked
-        closed), else ``None``."""
-    def _release(self) -> None:
-        """The upstream ran out by itself: let go of it, nothing to close."""
-    def _end_stage(self) -> None:
-        """Queue what the stage still owes once the upstream is done (its ``end()``)."""
-
-@final
-class AsyncPullStep(Generic[_T]):
-    """One pull of an ``AsyncDriver``, with a coroutine's protocol.
-
-    ``await`` returns the next piece (raises ``StopAsyncIteration`` at the end). Like a
-    coroutine it does nothing until first sent to, cannot be awaited twice, and when dropped
-    while suspended it is closed (the upstream's awaitable closed, the stream ended).
-    """
-
-    def __await__(self) -> Self:
-        """The awaitable itself (its own iterator)."""
-    def __iter__(self) -> Self:
-        """The awaitable itself."""
-    def __next__(self) -> Any:
-        """``send(None)``."""
-    def send(self, value: Any, /) -> Any:
-        """Resume the pull with ``value``: returns what it yields to the event loop next.
-
-        Raises:
-            StopIteration: the pull returned; ``value`` holds the piece.
-            StopAsyncIteration: the stream ended.
-            RuntimeError: awaited again after it finished, or another pull is in progress.
-            TypeError: a value other than ``None`` sent before the start.
-            ValueError: called from within its own step.
-        """
-    def throw(self, typ: Any, val: Any = None, tb: TracebackType | None = None, /) -> Any:
-        """Raise the exception where the pull waits (the upstream's awaitable, or a close in
-        progress); returns what it yields next, as ``send`` does."""
-    def close(self) -> None:
-        """End the pull where it waits (a ``GeneratorExit`` thrown in), as a coroutine's
-        ``close()`` does.
-
-        Raises:
-            RuntimeError: the pull went on instead of ending.
+        Args:
+            closer: called as ``closer(iterator)`` or ``closer(iterator, chunks)`` (when
+                ``chunks`` is not its own iterator); the object returned is told ``close()``
+                when the stream stops or is closed, ``close_source()`` when it is closed during a
+                pull (close what is not the running iterator), and ``disarm()`` when the
+                upstream ran out.
+                ``wrap`` passes one that also closes the upstream when the stream is dropped.
+                ``None``: the stream never closes the upstream.
+            stage: a Python stage instead of the built-in filter (``push(item)`` returning a
+                piece or a list of items, ``closing``, ``end()``): how the provider adapters'
+                sync streams share this driver. ``stops`` is then unused.
         """
 
 def truncate(
@@ -668,6 +578,109 @@ def feed_batch(
     ``UnicodeDecodeError``, its reason; encoding, object, start and end are kept), chained from
     the original (``__cause__``). Only an unusable ``filters[i]`` (not a ``TokenStopFilter``,
     or in use by another call) is named ``filters[i]``."""
+
+# ---------------------------------------------------------------------------------------------
+# Private machinery: the native parts of the package's own drivers (``stopstream._lifecycle``,
+# ``stopstream.sse``, the provider adapters). Importable by name, absent from ``__all__``, and
+# not part of the API: they change with the package.
+
+class _Closer(Protocol):
+    def close(self) -> None: ...
+    def close_source(self) -> None: ...
+    def disarm(self) -> None: ...
+
+_T = TypeVar("_T")
+
+@disjoint_base
+class AsyncDriver:
+    """The native part of the async stream lifecycle (``stopstream._lifecycle.AsyncPull``).
+
+    It holds the stream's state and runs the common step of a pull (deliver queued output,
+    pull, feed the stage, return); every other event of a pull is a coroutine method of the
+    Python subclass (``_upstream_raised``, ``_bad_item``, ``_stopped``,
+    ``_closed_during_pull``), which the pull's awaitable runs in place.
+    """
+
+    def __new__(cls, *_args: Any, **_kwargs: Any) -> Self:
+        """An unstarted driver; the subclass's ``__init__`` calls ``_start``."""
+    def _start(self, iterator: Any, source: Any, stage: Any) -> None:
+        """Set the upstream iterator, the object given (``None`` when it is the iterator)
+        and the stage (a Python stage, or a ``StopStream`` over no upstream: the built-in
+        filter, fed natively). Once only.
+
+        Raises:
+            RuntimeError: the driver was started already.
+        """
+    def __aiter__(self) -> Self:
+        """The stream itself."""
+    def __anext__(self) -> Awaitable[Any]:
+        """The next pull: an ``AsyncPullStep``, which does nothing until first awaited (or
+        sent to)."""
+    @property
+    def _stage(self) -> Any:
+        """The stage given to ``_start`` (``None`` before)."""
+    @property
+    def _running(self) -> bool:
+        """Whether a pull is in progress."""
+    @property
+    def _done(self) -> bool:
+        """Whether the stream takes no more pulls."""
+    @_done.setter
+    def _done(self, value: bool) -> None: ...
+    @property
+    def _close_requested(self) -> bool:
+        """Whether ``aclose()`` came during a pull."""
+    @_close_requested.setter
+    def _close_requested(self, value: bool) -> None: ...
+    def _defer(self, error: BaseException) -> None:
+        """Keep ``error`` (a failed close after a stop) to raise after the last output."""
+    def _clear_queue(self) -> None:
+        """Drop the output queued for delivery."""
+    def _take_upstream(self) -> list[Any]:
+        """What is left of the upstream to close, each object once; the driver lets go of it."""
+    def _take_source(self) -> Any:
+        """The object given, when it is not the iterator and not closed yet (then marked
+        closed), else ``None``."""
+    def _release(self) -> None:
+        """The upstream ran out by itself: let go of it, nothing to close."""
+    def _end_stage(self) -> None:
+        """Queue what the stage still owes once the upstream is done (its ``end()``)."""
+
+@final
+class AsyncPullStep(Generic[_T]):
+    """One pull of an ``AsyncDriver``, with a coroutine's protocol.
+
+    ``await`` returns the next piece (raises ``StopAsyncIteration`` at the end). Like a
+    coroutine it does nothing until first sent to, cannot be awaited twice, and when dropped
+    while suspended it is closed (the upstream's awaitable closed, the stream ended).
+    """
+
+    def __await__(self) -> Self:
+        """The awaitable itself (its own iterator)."""
+    def __iter__(self) -> Self:
+        """The awaitable itself."""
+    def __next__(self) -> Any:
+        """``send(None)``."""
+    def send(self, value: Any, /) -> Any:
+        """Resume the pull with ``value``: returns what it yields to the event loop next.
+
+        Raises:
+            StopIteration: the pull returned; ``value`` holds the piece.
+            StopAsyncIteration: the stream ended.
+            RuntimeError: awaited again after it finished, or another pull is in progress.
+            TypeError: a value other than ``None`` sent before the start.
+            ValueError: called from within its own step.
+        """
+    def throw(self, typ: Any, val: Any = None, tb: TracebackType | None = None, /) -> Any:
+        """Raise the exception where the pull waits (the upstream's awaitable, or a close in
+        progress); returns what it yields next, as ``send`` does."""
+    def close(self) -> None:
+        """End the pull where it waits (a ``GeneratorExit`` thrown in), as a coroutine's
+        ``close()`` does.
+
+        Raises:
+            RuntimeError: the pull went on instead of ending.
+        """
 
 def _feed_unless_stop(filter: StopFilter, text: str) -> str | None:
     """``filter.feed(text)`` when that fires no stop; else ``None``, the filter unchanged.

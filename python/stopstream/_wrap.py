@@ -77,9 +77,9 @@ def wrap(
     concurrent pulls: ``RuntimeError``.
     """
     compiled = stop_set(stops, include_stop, skip, skip_until)
-    return StopStream(chunks, compiled, errors=errors, closer=UpstreamCloser)
+    return StopStream._staged(chunks, compiled, errors=errors, closer=UpstreamCloser)
 
 
 def pull(source: Iterable[object], stage: Stage) -> StopStream[Any]:
     """The native lifecycle driver over a Python stage (the adapters' sync streams)."""
-    return StopStream(source, stage=stage, closer=UpstreamCloser)
+    return StopStream._staged(source, stage=stage, closer=UpstreamCloser)

@@ -33,7 +33,9 @@ fn main() {
     let text = [
         include_str!("../src/automaton.rs"),
         include_str!("../src/stream.rs"),
-        include_str!("../src/regex.rs"),
+        include_str!("../src/regex/mod.rs"),
+        include_str!("../src/regex/dfa.rs"),
+        include_str!("../src/regex/nfa.rs"),
         include_str!("../src/matcher.rs"),
     ]
     .concat()

@@ -173,7 +173,7 @@ pub struct Automaton {
     /// no dependency from one byte to the next (unlike the table walk), so the processor runs
     /// many bytes at once: most chunks never leave the root.
     leaves_root: [bool; 256],
-    /// The bytes of `leaves_root` as a [`crate::tokens::byte_set`].
+    /// The bytes of `leaves_root` as a [`crate::byteset::byte_set`].
     first_bytes: [u64; 2],
 }
 
@@ -433,7 +433,7 @@ impl Automaton {
             leaves_root[p[0] as usize] = true;
         }
         let first_bytes =
-            crate::tokens::byte_set(&patterns.iter().map(|p| p[0]).collect::<Vec<_>>());
+            crate::byteset::byte_set(&patterns.iter().map(|p| p[0]).collect::<Vec<_>>());
         let max_len = patterns.iter().map(|p| p.len()).max().unwrap_or(0);
         Automaton {
             depth,
@@ -510,7 +510,7 @@ impl Automaton {
         &self.patterns[self.prefix_of[i] as usize][..d]
     }
 
-    /// The stops' first bytes as a [`crate::tokens::byte_set`].
+    /// The stops' first bytes as a [`crate::byteset::byte_set`].
     #[inline]
     pub(crate) fn first_bytes(&self) -> [u64; 2] {
         self.first_bytes
@@ -882,7 +882,7 @@ mod tests {
             proptest::prop_assert_eq!(a.stays_at_root_head(head, &bytes), a.stays_at_root(&bytes));
             // The byte sets: disjoint proves the bytes stay at the root, and for ASCII it is
             // exact.
-            let (set, first) = (crate::tokens::byte_set(&bytes), a.first_bytes());
+            let (set, first) = (crate::byteset::byte_set(&bytes), a.first_bytes());
             let disjoint = (set[0] & first[0]) | (set[1] & first[1]) == 0;
             if disjoint {
                 proptest::prop_assert!(a.stays_at_root(&bytes));

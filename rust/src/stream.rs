@@ -8,8 +8,8 @@
 
 use crate::automaton::{Automaton, Step};
 use crate::error::{DecodeError, Error};
+use crate::stopset::StopSet;
 use crate::utf8::{self, Head, Piece, Pieces};
-use crate::StopSet;
 
 /// Where a stream stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -313,7 +313,7 @@ impl ByteStream<TextStream> {
             && std::str::from_utf8(input).is_ok()
     }
 
-    /// Whether [`ByteStream::passes_token`] holds for a token whose [`crate::tokens::byte_set`]
+    /// Whether [`ByteStream::passes_token`] holds for a token whose [`crate::byteset::byte_set`]
     /// is `bytes`, as far as that set can prove it (`false` says "look at the bytes").
     #[allow(clippy::inline_always, reason = "as `feed_chars`")]
     #[inline(always)]
@@ -334,7 +334,7 @@ impl ByteStream<TextStream> {
         &self,
         set: &StopSet,
         input: &[u8],
-        head: [u8; crate::tokens::HEAD],
+        head: [u8; crate::byteset::HEAD],
     ) -> bool {
         self.tail_len == 0
             && self.text.sid == Automaton::START

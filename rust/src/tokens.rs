@@ -34,14 +34,15 @@
 //! (its *tail*): the tokens whose last byte is in it wait for the next bytes (or the end) to
 //! settle where it ends.
 
+use std::ops::{DerefMut, Range};
+use std::sync::Arc;
+
+use crate::byteset::{byte_set, HEAD};
 use crate::error::Error;
 use crate::matcher::{MatchStream, Matcher};
+use crate::stopset::StopSet;
 use crate::stream::{ByteOut, ByteStream, Status, TextMatcher, TextStream};
 use crate::utf8::{self, Head};
-use crate::StopSet;
-
-/// How many bytes of a token [`Vocab::whole_head`] hands out as an array.
-pub const HEAD: usize = 8;
 
 /// A tokenizer's vocabulary: token id to bytes, in one contiguous buffer.
 ///
@@ -67,18 +68,6 @@ struct Entry {
     start: u32,
     len: u32,
     bytes: [u64; 2],
-}
-
-/// The set of `b & 0x7f` over `bytes`, as 128 bits: exact for ASCII, and a byte at or above
-/// 0x80 only ever adds a bit, so an empty intersection with a set of bytes built the same way
-/// proves that none of them occurs.
-pub fn byte_set(bytes: &[u8]) -> [u64; 2] {
-    let mut set = [0u64; 2];
-    for &b in bytes {
-        let b = b & 0x7f;
-        set[usize::from(b >> 6)] |= 1 << (b & 63);
-    }
-    set
 }
 
 impl Entry {
@@ -930,6 +919,282 @@ impl<T: TokenMatcher> TokenStream<T> {
     }
 }
 
+/// A token stream over either kind of stop list: the literal [`TokenStream`], or the composed
+/// matcher of contract §6 (`Stop` and `Regex` items, skip regions) over the same token
+/// bookkeeping.
+///
+/// A struct rather than an enum: the literal stream is a plain field, so a batch step reaches it
+/// with no dispatch per stream (an enum's match there cost about 7 instructions per stream of a
+/// 256-stream step, callgrind: 367 against 360). The composed stream is boxed: its state is
+/// several times the literal one's, and the streams of a batch stay as small as they are.
+#[derive(Clone, Debug)]
+pub struct AnyTokenStream {
+    /// The literal stream; unused (left fresh) when `composed` is set.
+    pub literal: TokenStream,
+    composed: Option<Box<ComposedTokens>>,
+}
+
+/// A composed stream with the matcher it runs against.
+#[derive(Clone, Debug)]
+struct ComposedTokens {
+    matcher: Arc<Matcher>,
+    stream: TokenStream<MatchStream>,
+}
+
+impl ComposedTokens {
+    /// [`TokenStream::feed_id`], out of line: the literal step's callers stay small.
+    #[inline(never)]
+    fn feed_id(&mut self, vocab: &Vocab, id: i64, out: &mut Vec<u8>) -> Result<Fed, Error> {
+        self.stream.feed_id(vocab, &self.matcher, id, out)
+    }
+}
+
+impl AnyTokenStream {
+    /// A stream on the literal path (its list is the `set` every call takes).
+    pub fn literal(stream: TokenStream) -> AnyTokenStream {
+        AnyTokenStream { literal: stream, composed: None }
+    }
+
+    /// A stream over the composed `matcher` (the `set` the calls take is then unused).
+    pub fn composed(
+        vocab: &Vocab,
+        matcher: Arc<Matcher>,
+        include_stop: bool,
+        replace: bool,
+        stop_ids: &[i64],
+    ) -> Result<AnyTokenStream, Error> {
+        let stream = TokenStream::composed(vocab, &matcher, include_stop, replace, stop_ids)?;
+        let literal = TokenStream::new(vocab, include_stop, replace, stop_ids)?;
+        Ok(AnyTokenStream { literal, composed: Some(Box::new(ComposedTokens { matcher, stream })) })
+    }
+
+    /// Whether the stream runs the composed matcher.
+    pub fn is_composed(&self) -> bool {
+        self.composed.is_some()
+    }
+
+    /// [`TokenStream::feed_id`]; `set` is the literal list (unused by a composed stream).
+    #[allow(
+        clippy::inline_always,
+        reason = "the literal step inlines into the bindings' `feed`: left to itself the compiler calls this"
+    )]
+    #[inline(always)]
+    pub fn feed_id(
+        &mut self,
+        vocab: &Vocab,
+        set: &StopSet,
+        id: i64,
+        out: &mut Vec<u8>,
+    ) -> Result<Fed, Error> {
+        match &mut self.composed {
+            None => self.literal.feed_id(vocab, set, id, out),
+            Some(c) => c.feed_id(vocab, id, out),
+        }
+    }
+
+    /// [`TokenStream::feed`].
+    pub fn feed(
+        &mut self,
+        vocab: &Vocab,
+        set: &StopSet,
+        ids: &[i64],
+        out: &mut Vec<u8>,
+    ) -> Result<usize, Error> {
+        match &mut self.composed {
+            None => self.literal.feed(vocab, set, ids, out),
+            Some(c) => c.stream.feed(vocab, &c.matcher, ids, out),
+        }
+    }
+
+    /// [`TokenStream::finish`].
+    pub fn finish(&mut self, set: &StopSet, out: &mut Vec<u8>) -> Result<usize, Error> {
+        match &mut self.composed {
+            None => self.literal.finish(set, out),
+            Some(c) => c.stream.finish(&c.matcher, out),
+        }
+    }
+
+    /// [`TokenStream::reset`].
+    pub fn reset(&mut self, set: &StopSet) {
+        match &mut self.composed {
+            None => self.literal.reset(set),
+            Some(c) => c.stream.reset(&c.matcher),
+        }
+    }
+
+    /// Whether a batch's usual step can feed the literal stream directly: on the literal path,
+    /// open (not finished), and in replace mode.
+    #[inline]
+    pub fn engine_ready(&self) -> bool {
+        self.composed.is_none() && !self.literal.is_finished() && self.literal.replace()
+    }
+
+    /// [`TokenStream::status`].
+    #[inline]
+    pub fn status(&self) -> Status {
+        match &self.composed {
+            None => self.literal.status(),
+            Some(c) => c.stream.status(),
+        }
+    }
+
+    /// [`TokenStream::stop_token`].
+    pub fn stop_token(&self) -> Option<i64> {
+        match &self.composed {
+            None => self.literal.stop_token(),
+            Some(c) => c.stream.stop_token(),
+        }
+    }
+
+    /// [`TokenStream::is_finished`].
+    #[inline]
+    pub fn is_finished(&self) -> bool {
+        match &self.composed {
+            None => self.literal.is_finished(),
+            Some(c) => c.stream.is_finished(),
+        }
+    }
+
+    /// [`TokenStream::replace`].
+    #[inline]
+    pub fn replace(&self) -> bool {
+        match &self.composed {
+            None => self.literal.replace(),
+            Some(c) => c.stream.replace(),
+        }
+    }
+
+    /// [`TokenStream::include_stop`].
+    pub fn include_stop(&self) -> bool {
+        match &self.composed {
+            None => self.literal.include_stop(),
+            Some(c) => c.stream.include_stop(),
+        }
+    }
+
+    /// [`TokenStream::stop_ids`].
+    pub fn stop_ids(&self) -> &[i64] {
+        match &self.composed {
+            None => self.literal.stop_ids(),
+            Some(c) => c.stream.stop_ids(),
+        }
+    }
+
+    /// The held text.
+    pub fn held<'a>(&'a self, set: &'a StopSet) -> &'a [u8] {
+        match &self.composed {
+            None => self.literal.held(set),
+            Some(c) => c.stream.held(&c.matcher),
+        }
+    }
+
+    /// The text the stop that fired matched, or `None` on the literal path (which reports the
+    /// list's item).
+    pub fn matched(&self) -> Option<&[u8]> {
+        self.composed.as_ref().map(|c| c.stream.matcher().stop_sequence(&c.matcher))
+    }
+}
+
+/// One stream's share of a batch ([`feed_batch`]).
+#[derive(Clone, Debug)]
+pub struct BatchEntry<'a> {
+    /// Its vocabulary.
+    pub vocab: &'a Vocab,
+    /// Its literal stop list (unused by a composed stream).
+    pub set: &'a StopSet,
+    /// Index of its stream in the batch's states (a stream given twice shares one).
+    pub slot: usize,
+    /// Its ids in the batch's flat id list.
+    pub ids: Range<usize>,
+    /// Set by the batch: where its text is in the batch's output.
+    pub out: Range<usize>,
+    /// Set by the batch: what the feed did.
+    pub fed: Fed,
+}
+
+/// Feeds many streams in one call, all or nothing: entry `i` feeds `flat[entries[i].ids]` to
+/// `states[entries[i].slot]`, and fills the entry's `out` (a range of the returned text) and
+/// `fed`. An error names the first failing entry, and leaves every state as it was.
+///
+/// `safe` says that no stream can fail (the caller checked while locking: each is open, in
+/// replace mode, given once, and its ids are in its vocabulary): then the batch is one pass
+/// over the real states. Otherwise only the streams that can fail run on copies first; their
+/// outputs are kept, and the copies become the real states once every entry has succeeded.
+pub fn feed_batch<S: DerefMut<Target = AnyTokenStream>>(
+    entries: &mut [BatchEntry<'_>],
+    flat: &[i64],
+    states: &mut [S],
+    safe: bool,
+) -> Result<Vec<u8>, (usize, Error)> {
+    let mut out = Vec::with_capacity(flat.len() * 8);
+    if safe {
+        for (i, it) in entries.iter_mut().enumerate() {
+            let start = out.len();
+            it.fed = feed_entry(&mut states[it.slot], it, flat, &mut out).map_err(|e| (i, e))?;
+            it.out = start..out.len();
+        }
+        return Ok(out);
+    }
+    // A stream given twice: its entries depend on each other, so they all run on a copy.
+    let mut uses = vec![0u32; if states.len() < entries.len() { states.len() } else { 0 }];
+    if !uses.is_empty() {
+        for it in entries.iter() {
+            uses[it.slot] += 1;
+        }
+    }
+    let risky = |it: &BatchEntry<'_>, st: &AnyTokenStream| {
+        uses.get(it.slot).is_some_and(|&n| n > 1)
+            || !st.replace()
+            || st.is_finished()
+            || flat[it.ids.clone()].iter().any(|&id| it.vocab.get(id).is_none())
+    };
+    let mut shadows: Vec<Option<AnyTokenStream>> = Vec::new();
+    for it in entries.iter() {
+        if shadows.get(it.slot).is_none_or(Option::is_none) && risky(it, &states[it.slot]) {
+            if shadows.is_empty() {
+                shadows.resize(states.len(), None);
+            }
+            shadows[it.slot] = Some((*states[it.slot]).clone());
+        }
+    }
+    if !shadows.is_empty() {
+        for (i, it) in entries.iter_mut().enumerate() {
+            let Some(st) = shadows[it.slot].as_mut() else { continue };
+            let start = out.len();
+            it.fed = feed_entry(st, it, flat, &mut out).map_err(|e| (i, e))?;
+            it.out = start..out.len();
+        }
+    }
+    for (i, it) in entries.iter_mut().enumerate() {
+        if shadows.get(it.slot).is_some_and(Option::is_some) {
+            continue;
+        }
+        let start = out.len();
+        it.fed = feed_entry(&mut states[it.slot], it, flat, &mut out).map_err(|e| (i, e))?;
+        it.out = start..out.len();
+    }
+    for (slot, shadow) in shadows.into_iter().enumerate() {
+        if let Some(st) = shadow {
+            *states[slot] = st;
+        }
+    }
+    Ok(out)
+}
+
+/// Feeds one batch entry to `st`.
+#[inline]
+fn feed_entry(
+    st: &mut AnyTokenStream,
+    it: &BatchEntry<'_>,
+    flat: &[i64],
+    out: &mut Vec<u8>,
+) -> Result<Fed, Error> {
+    match flat[it.ids.clone()] {
+        [id] => st.feed_id(it.vocab, it.set, id, out),
+        ref ids => Ok(Fed { released: st.feed(it.vocab, it.set, ids, out)?, whole: false }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1544,6 +1809,111 @@ mod tests {
                     (com.status(), com.stop_token(), com.is_closed(), com.unreleased())
                 );
             }
+        }
+    }
+
+    /// A batch as `(stream, ids)` entries.
+    type Entries<'a> = &'a [(usize, Vec<i64>)];
+
+    /// Streams of each kind for the batch tests: literal (replace), composed (replace),
+    /// literal (strict).
+    fn batch_streams(v: &Vocab) -> Vec<AnyTokenStream> {
+        let spec = StopSpec { kind: StopKind::Literal(b"</a>"), include: false };
+        let m = Arc::new(Matcher::new(&[spec], None, &[]).unwrap());
+        vec![
+            AnyTokenStream::literal(TokenStream::new(v, false, true, &[]).unwrap()),
+            AnyTokenStream::composed(v, m, false, true, &[]).unwrap(),
+            AnyTokenStream::literal(TokenStream::new(v, false, false, &[]).unwrap()),
+        ]
+    }
+
+    /// Runs `batch` (`(stream, ids)` entries) through [`feed_batch`]: each entry's text, or the
+    /// failing entry's index.
+    fn run_batch(
+        v: &Vocab,
+        set: &StopSet,
+        states: &mut [AnyTokenStream],
+        batch: &[(usize, Vec<i64>)],
+        safe: bool,
+    ) -> Result<Vec<(Vec<u8>, usize)>, usize> {
+        let flat: Vec<i64> = batch.iter().flat_map(|(_, ids)| ids.iter().copied()).collect();
+        let mut start = 0;
+        let mut entries: Vec<BatchEntry<'_>> = batch
+            .iter()
+            .map(|(slot, ids)| {
+                start += ids.len();
+                BatchEntry {
+                    vocab: v,
+                    set,
+                    slot: *slot,
+                    ids: start - ids.len()..start,
+                    out: 0..0,
+                    fed: Fed { released: 0, whole: false },
+                }
+            })
+            .collect();
+        let mut refs: Vec<&mut AnyTokenStream> = states.iter_mut().collect();
+        let out = feed_batch(&mut entries, &flat, &mut refs, safe).map_err(|(i, _)| i)?;
+        // A whole step appends nothing: its text is the token's own.
+        let text = |e: &BatchEntry<'_>| match flat[e.ids.clone()] {
+            [id] if e.fed.whole => v.whole(id).unwrap().to_vec(),
+            _ => out[e.out.clone()].to_vec(),
+        };
+        Ok(entries.iter().map(|e| (text(e), e.fed.released)).collect())
+    }
+
+    /// The batch transaction: each entry gives what feeding its stream alone gives (a stream
+    /// given twice takes its entries in order), on the safe path and the checked one; an entry
+    /// that fails names itself and leaves every stream as it was.
+    #[test]
+    fn feed_batch_is_all_or_nothing() {
+        let v = vocab(false);
+        let set = StopSet::new(["</a>"]).unwrap();
+        let alone = |states: &mut [AnyTokenStream], batch: &[(usize, Vec<i64>)]| {
+            let mut got = Vec::new();
+            for (slot, ids) in batch {
+                let mut out = Vec::new();
+                let n = states[*slot].feed(&v, &set, ids, &mut out).unwrap();
+                got.push((out, n));
+            }
+            got
+        };
+        let ok: &[Entries<'_>] = &[
+            &[(0, vec![4, 5]), (1, vec![4, 5]), (2, vec![0, 1])],
+            &[(0, vec![4]), (1, vec![0, 2, 3]), (0, vec![5, 1]), (2, vec![6])],
+            &[(2, vec![7]), (2, vec![8, 0]), (1, vec![13, 14, 0])],
+        ];
+        for batch in ok {
+            for safe in [false, true] {
+                // The safe path is only for batches that cannot fail: one entry per stream, none
+                // of them strict.
+                let once = batch.iter().map(|e| e.0).collect::<std::collections::HashSet<_>>();
+                if safe && (once.len() != batch.len() || batch.iter().any(|e| e.0 == 2)) {
+                    continue;
+                }
+                let mut want_states = batch_streams(&v);
+                let want = alone(&mut want_states, batch);
+                let mut states = batch_streams(&v);
+                let got = run_batch(&v, &set, &mut states, batch, safe).unwrap();
+                for (g, w) in got.iter().zip(&want) {
+                    assert_eq!(g.0, w.0, "{batch:?}");
+                    assert_eq!(g.1, w.1, "{batch:?}");
+                }
+                assert_eq!(format!("{states:?}"), format!("{want_states:?}"), "{batch:?}");
+            }
+        }
+        // A hole, an id past the end, an invalid byte in strict mode: nothing changes.
+        let failing: &[(Entries<'_>, usize)] = &[
+            (&[(0, vec![0]), (1, vec![15]), (2, vec![0])], 1),
+            (&[(0, vec![4]), (1, vec![0]), (0, vec![END])], 2),
+            (&[(0, vec![0]), (2, vec![0, 11, 0]), (1, vec![4])], 1),
+        ];
+        for (batch, bad) in failing {
+            let mut states = batch_streams(&v);
+            run_batch(&v, &set, &mut states, &[(0, vec![0, 4]), (1, vec![2])], false).unwrap();
+            let before = format!("{states:?}");
+            assert_eq!(run_batch(&v, &set, &mut states, batch, false), Err(*bad), "{batch:?}");
+            assert_eq!(format!("{states:?}"), before, "{batch:?}");
         }
     }
 }

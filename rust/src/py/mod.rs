@@ -67,6 +67,9 @@ fn lock<'a, T>(py: Python<'_>, m: &'a TryLock<T>) -> PyResult<Guard<'a, T>> {
     }
 }
 
+/// Names of the module that are the package's own machinery, not its API.
+const PRIVATE: [&str; 4] = ["AsyncDriver", "AsyncPullStep", "_SSEStage", "_feed_unless_stop"];
+
 /// The compiled part of `stopstream`.
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -87,5 +90,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tokens::TokenStopFilter>()?;
     m.add_function(wrap_pyfunction!(tokens::feed_batch, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // The machinery the Python side of the package drives stays importable by name, but is
+    // not exported: `__all__` lists the public API only.
+    let all = m.index()?;
+    for name in PRIVATE {
+        all.call_method1("remove", (name,))?;
+    }
     Ok(())
 }

@@ -800,14 +800,8 @@ fn stage_end(py: Python<'_>, stage: &Py<PyAny>, queue: &mut VecDeque<Py<PyAny>>)
     Ok(())
 }
 
-#[pymethods]
 impl StopStream {
-    #[new]
-    #[pyo3(signature = (chunks, stops = None, include_stop = IncludeStop::default(), errors = "strict", *, stage = None, closer = None))]
-    #[pyo3(
-        text_signature = "(chunks, stops=None, include_stop=False, errors='strict', *, stage=None, closer=None)"
-    )]
-    fn new(
+    fn build(
         py: Python<'_>,
         chunks: &Bound<'_, PyAny>,
         stops: Option<&Bound<'_, PyAny>>,
@@ -850,6 +844,37 @@ impl StopStream {
             composed: Mutex::new((Vec::new(), None)),
             composed_set: AtomicBool::new(false),
         })
+    }
+}
+
+#[pymethods]
+impl StopStream {
+    #[new]
+    #[pyo3(signature = (chunks, stops = None, include_stop = IncludeStop::default(), errors = "strict"))]
+    #[pyo3(text_signature = "(chunks, stops=None, include_stop=False, errors='strict')")]
+    fn new(
+        py: Python<'_>,
+        chunks: &Bound<'_, PyAny>,
+        stops: Option<&Bound<'_, PyAny>>,
+        include_stop: IncludeStop,
+        errors: &str,
+    ) -> PyResult<Self> {
+        StopStream::build(py, chunks, stops, include_stop, errors, None, None)
+    }
+
+    /// The machinery's constructor (`stopstream.wrap` and the adapters' sync streams): a
+    /// `closer` factory for the upstream, or a Python `stage` instead of the built-in filter.
+    #[staticmethod]
+    #[pyo3(name = "_staged", signature = (chunks, stops = None, errors = "strict", *, stage = None, closer = None))]
+    fn staged(
+        py: Python<'_>,
+        chunks: &Bound<'_, PyAny>,
+        stops: Option<&Bound<'_, PyAny>>,
+        errors: &str,
+        stage: Option<Bound<'_, PyAny>>,
+        closer: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        StopStream::build(py, chunks, stops, IncludeStop::default(), errors, stage, closer)
     }
 
     fn __iter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
