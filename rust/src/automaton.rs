@@ -43,16 +43,15 @@
 //! crates in one process on the same bytes, fastest of 15 rounds; 2 cores shared with other
 //! work, so only the ratios hold), GB/s of `truncate` / the crate's best kind / `memchr`:
 //!
-//! | stops                                  | before | now   | aho-corasick | memchr |
-//! |----------------------------------------|--------|-------|--------------|--------|
-//! | 4 guard-rail (rare bytes)              | 1.45   | 13.56 | 13.98        | 25.6   |
-//! | 1,000 words + `</`, `]]`, `##` (rare)  | 0.10   | 7.63  | 2.25         | 19.2   |
-//! | 1,000 word pairs (table walk)          | 0.14   | 0.18  | 0.12         | 15.5   |
+//! | stops                                  | stopstream | aho-corasick | memchr |
+//! |----------------------------------------|------------|--------------|--------|
+//! | 4 guard-rail (rare bytes)              | 13.56      | 13.98        | 25.6   |
+//! | 1,000 words + `</`, `]]`, `##` (rare)  | 7.63       | 2.25         | 19.2   |
+//! | 1,000 word pairs (table walk)          | 0.18       | 0.12         | 15.5   |
 //!
-//! ("before": the previous scan, a first-byte skip when there were at most three first bytes
-//! and the short-input loop otherwise, from an earlier run of the same example.) Over three
-//! runs the 4-stop ratio to the crate was 0.97x-1.23x: both run the same skip, near the memory
-//! ceiling.
+//! Over three runs the 4-stop ratio to the crate was 0.97x-1.23x: both run the same skip, near
+//! the memory ceiling. (A first-byte skip only for lists of at most three first bytes, and the
+//! short-input loop otherwise, gave 1.45, 0.10 and 0.14 GB/s on these rows.)
 //! Long-chunk `feed` (64 KiB chunks) runs within a few percent of `truncate`.
 //!
 //! The crate is not used as the scanner: on the same bytes its Standard search is not faster
@@ -416,7 +415,8 @@ impl Automaton {
         // The sparse states' edges are their trie edges, which breadth-first numbering makes
         // one run of states (`first_child[dense]..n`): each array is a map over a range,
         // made once with its exact length, not pushed to state by state in the loop above
-        // (with the casts above, a build of 10,000 stops went from 31.2M to 25.5M instructions).
+        // (with the casts above, a build of 10,000 stops takes 25.5M instructions; 31.2M
+        // pushing state by state).
         let base = first_child[dense];
         let edge_start: Vec<u32> = first_child[dense..].iter().map(|&c| c - base).collect();
         let edge_byte = byte[base as usize..].to_vec();

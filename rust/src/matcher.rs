@@ -19,15 +19,14 @@
 //!   opening marker, nothing is scanned at all (one lead-byte test per byte, the same skip the
 //!   automaton's own scan makes at its root, once for both automata); otherwise both run over
 //!   the chunk, and only a chunk in which one completes, or that ends in a partial stop, goes
-//!   the general way. Profiling showed the cost was per-call work (the character loop's set-up,
+//!   the general way. The general way's cost is per-call work (the character loop's set-up,
 //!   the look-behind character, the holdback and buffer bookkeeping), not the second scan:
-//!   over 4-byte chunks (`examples/matcher.rs`, release build) 4 literal stops went from 18.2
-//!   to 8.2 ns per chunk and 4 literal stops with a skip region from 22.0 to 9.0 ns, against
-//!   5.6-6.6 ns for the literal path. Through `wrap` on the cl100k token corpus
-//!   (`benches/regex_bench.py`'s rows, the previous and this build run alternately on the same
-//!   machine, best of 30), 4 literal stops with a skip region went from 1.35x the literal path
-//!   to 1.13x, and with `skip_until` (before the marker: a chunk without it passes whole, with
-//!   one scan for the marker) from 1.06x to 0.84x; the regex rows did not change. Merging the
+//!   over 4-byte chunks (`examples/matcher.rs`, release build) 4 literal stops cost 8.2 ns per
+//!   chunk on this path and 18.2 ns the general way, with a skip region 9.0 against 22.0 ns,
+//!   and the literal path 5.6-6.6 ns. Through `wrap` on the cl100k token corpus
+//!   (`benches/regex_bench.py`, best of 30), 4 literal stops with a skip region cost 1.13x the
+//!   literal path (1.35x the general way), and with `skip_until` (before the marker: a chunk
+//!   without it passes whole, with one scan for the marker) 0.84x (1.06x). Merging the
 //!   markers into the stops' automaton would save the second scan only for the few chunks
 //!   holding a lead byte, and would need a second depth per state (holdback ignores partial
 //!   markers), so they stay apart.
@@ -481,8 +480,8 @@ impl MatchStream {
     /// held or pending, outside any region, and no byte of `input` can begin a stop or an
     /// opening marker. Then `input` passes whole (`true`, the stream moved past it); otherwise
     /// nothing changed (`false`) and `feed` decides. For a token stream with a skip region
-    /// this took `wrap`'s step from 61 to 53 ns (skipping the call into `feed` and its general
-    /// checks), against 40 ns for the same stops without the region.
+    /// `wrap`'s step costs 53 ns this way, 61 ns through `feed` and its general checks, against
+    /// 40 ns for the same stops without the region.
     #[inline]
     pub fn pass_clear(&mut self, m: &Matcher, input: &[u8]) -> bool {
         let pass = !self.finished

@@ -10,12 +10,12 @@
 //! back through the `am_send` slot (set by `install`: PyO3 cannot declare it), as a
 //! coroutine's return value does, with no `StopIteration` where `await` calls the slot
 //! (measured on CPython 3.11; on 3.12+ `SEND` may call `__next__` or `send` of an object that
-//! is not a generator instead); returned as a `StopIteration` from `__next__` it cost more
-//! than the rest of the step (PyO3 on CPython 3.11 normalizes every exception it raises): the
-//! per-chunk `awrap` row went from 3.0× to 2.1× the floor with the slot alone, and to 1.9× to
-//! 2.0× (1 to 4 stops) with the upstream's `__anext__` and `__await__` reached through their
-//! slots and the stage read without a lock (no free list for the awaitable: see
-//! `AsyncPullStep`).
+//! is not a generator instead). Returned as a `StopIteration` from `__next__` it would cost
+//! more than the rest of the step (PyO3 on CPython 3.11 normalizes every exception it raises):
+//! the per-chunk `awrap` row is 1.9× to 2.0× the floor (1 to 4 stops) through the slot, with
+//! the upstream's `__anext__` and `__await__` reached through their slots and the stage read
+//! without a lock, where a `StopIteration` per item made it 3.0× (no free list for the
+//! awaitable: see `AsyncPullStep`).
 //!
 //! Only the common step runs here: deliver queued output, pull, feed, return. Every other event
 //! of the lifecycle (the upstream raised or ran out, a bad item, a stop, a close requested
