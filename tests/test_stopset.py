@@ -247,35 +247,6 @@ def test_pickle_and_copy(include: bool) -> None:
         assert stopstream.truncate("xby", clone)[0] == ("xb" if include else "x")
 
 
-def test_dir_shows_only_the_api() -> None:
-    expected = {
-        "AsyncStopStream",
-        "ByteStopFilter",
-        "Regex",
-        "Stop",
-        "StopFilter",
-        "StopSet",
-        "StopStream",
-        "TokenPiece",
-        "TokenStopFilter",
-        "Vocab",
-        "__version__",
-        "anthropic",
-        "awrap",
-        "feed_batch",
-        "openai",
-        "providers",
-        "sse",
-        "truncate",
-        "wrap",
-    }
-    assert set(dir(stopstream)) == expected
-    for name in expected:
-        assert getattr(stopstream, name) is not None
-    with pytest.raises(AttributeError):
-        stopstream.nonexistent  # noqa: B018
-
-
 def test_version_is_the_distributions() -> None:
     from importlib.metadata import version
 

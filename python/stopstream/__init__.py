@@ -26,6 +26,7 @@ from stopstream._core import (
     feed_batch,
     truncate,
 )
+from stopstream._types import StopReason, Stops, TokenStopReason
 from stopstream._wrap import wrap
 
 __all__ = [
@@ -34,10 +35,13 @@ __all__ = [
     "Regex",
     "Stop",
     "StopFilter",
+    "StopReason",
     "StopSet",
     "StopStream",
+    "Stops",
     "TokenPiece",
     "TokenStopFilter",
+    "TokenStopReason",
     "Vocab",
     "__version__",
     "awrap",

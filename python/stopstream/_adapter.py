@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
     from stopstream._core import Regex, Stop, StopFilter
-    from stopstream._core import _Stops as Stops
+    from stopstream._types import Stops
 
 JSON = dict[str, Any]
 Emit = tuple[JSON, JSON | None]

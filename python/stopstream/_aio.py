@@ -18,8 +18,7 @@ from stopstream._lifecycle import AsyncPull
 from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:
-    from stopstream._core import _StopReason as StopReason
-    from stopstream._core import _Stops as Stops
+    from stopstream._types import StopReason, Stops
 
 _Chunk = TypeVar("_Chunk", str, bytes)
 BytesLike = bytes | bytearray | memoryview

@@ -12,6 +12,10 @@ from typing import Any, Generic, Literal, Protocol, SupportsIndex, TypeAlias, Ty
 
 from typing_extensions import Self, disjoint_base
 
+from stopstream._types import StopReason as _StopReason
+from stopstream._types import Stops as _Stops
+from stopstream._types import TokenStopReason as _TokenStopReason
+
 __all__ = [
     "ByteStopFilter",
     "Regex",
@@ -31,9 +35,7 @@ __version__: str
 """The package version (from ``rust/Cargo.toml``)."""
 
 _Item: TypeAlias = "str | Stop | Regex"
-_Stops: TypeAlias = "str | Stop | Regex | Iterable[str | Stop | Regex] | StopSet | None"
 _Skip: TypeAlias = "Iterable[tuple[str, str]] | None"
-_StopReason: TypeAlias = Literal["stop_sequence", "end"]
 _Chunk = TypeVar("_Chunk", str, bytes)
 
 @final
@@ -422,8 +424,6 @@ def truncate(
         TypeError: ``text`` is not a ``str``, or ``stops`` has the wrong type.
         ValueError: a stop is empty, or ``include_stop`` differs from the set's.
     """
-
-_TokenStopReason: TypeAlias = Literal["stop_sequence", "stop_token", "end"]
 
 @final
 class Vocab:

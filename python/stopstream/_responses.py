@@ -55,7 +55,7 @@ from stopstream._adapter import (
 from stopstream._core import StopFilter
 
 if TYPE_CHECKING:
-    from stopstream._core import _Stops as Stops
+    from stopstream._types import Stops
 
 __all__ = ["AsyncResponsesStopStream", "ResponsesMachine", "ResponsesStopStream"]
 

@@ -9,8 +9,8 @@ from stopstream._core import StopSet, StopStream
 from stopstream._finalize import UpstreamCloser
 
 if TYPE_CHECKING:
-    from stopstream._core import _Stops as Stops
     from stopstream._lifecycle import Stage
+    from stopstream._types import Stops
 
 BytesLike = bytes | bytearray | memoryview
 

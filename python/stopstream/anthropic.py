@@ -53,9 +53,15 @@ from stopstream._adapter import (
 from stopstream._core import StopFilter, _feed_unless_stop
 
 if TYPE_CHECKING:
-    from stopstream._core import _Stops as Stops
+    from stopstream._types import Stops
 
 __all__ = ["AsyncMessagesStopStream", "MessagesStopStream", "awrap_messages", "wrap_messages"]
+
+
+def __dir__() -> list[str]:
+    # The API only: not this module's imports and helpers.
+    return sorted(__all__)
+
 
 _T = TypeVar("_T")
 

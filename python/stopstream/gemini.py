@@ -58,9 +58,15 @@ from stopstream._adapter import (
 from stopstream._core import StopFilter
 
 if TYPE_CHECKING:
-    from stopstream._core import _Stops as Stops
+    from stopstream._types import Stops
 
 __all__ = ["AsyncGeminiStopStream", "GeminiMachine", "GeminiStopStream", "awrap", "wrap"]
+
+
+def __dir__() -> list[str]:
+    # The API only: not this module's imports and helpers.
+    return sorted(__all__)
+
 
 _T = TypeVar("_T")
 

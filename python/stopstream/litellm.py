@@ -48,6 +48,12 @@ from stopstream.providers import PROVIDERS, split_stops
 
 __all__ = ["PROVIDER_NAMES", "StopstreamCallback", "callback"]
 
+
+def __dir__() -> list[str]:
+    # The API only: not this module's imports and helpers.
+    return sorted(__all__)
+
+
 #: LiteLLM's provider names -> ``stopstream.providers`` names.
 PROVIDER_NAMES: dict[str, str] = {
     "openai": "openai",

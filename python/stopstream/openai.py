@@ -65,7 +65,7 @@ from stopstream._core import StopFilter, _feed_unless_stop
 from stopstream._responses import AsyncResponsesStopStream, ResponsesMachine, ResponsesStopStream
 
 if TYPE_CHECKING:
-    from stopstream._core import _Stops as Stops
+    from stopstream._types import Stops
 
 __all__ = [
     "AsyncChatStopStream",
@@ -77,6 +77,12 @@ __all__ = [
     "wrap_chat",
     "wrap_responses",
 ]
+
+
+def __dir__() -> list[str]:
+    # The API only: not this module's imports and helpers.
+    return sorted(__all__)
+
 
 _T = TypeVar("_T")
 

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from stopstream._core import StopSet
 
 if TYPE_CHECKING:
-    from stopstream._core import _Stops as Stops
+    from stopstream._types import Stops
 
 __all__ = [
     "PROVIDERS",
@@ -54,6 +54,11 @@ __all__ = [
     "limits_for",
     "split_stops",
 ]
+
+
+def __dir__() -> list[str]:
+    # The API only: not this module's imports and helpers.
+    return sorted(__all__)
 
 
 @dataclass(frozen=True)

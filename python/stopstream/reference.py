@@ -60,6 +60,12 @@ __all__ = [
     "validate_stops",
 ]
 
+
+def __dir__() -> list[str]:
+    # The API only: not this module's imports and helpers.
+    return sorted(__all__)
+
+
 StopReason = Literal["stop_sequence", "end"]
 """Why a filter ended: a stop sequence fired, or ``finish()`` was called without one."""
 

@@ -80,7 +80,7 @@ from stopstream.gemini import GeminiMachine, GeminiResult
 from stopstream.openai import ChatMachine, _ChatResult
 
 if TYPE_CHECKING:
-    from stopstream._core import _Stops as Stops
+    from stopstream._types import Stops
 
 __all__ = [
     "AnthropicSSEStream",
@@ -100,6 +100,12 @@ __all__ = [
     "wrap_openai",
     "wrap_responses",
 ]
+
+
+def __dir__() -> list[str]:
+    # The API only: not this module's imports and helpers.
+    return sorted(__all__)
+
 
 Machine = ChatMachine | MessagesMachine | ResponsesMachine | GeminiMachine
 

@@ -32,6 +32,12 @@ from ._vllm_options import RequestStops, read_options
 
 __all__ = ["TESTED", "active", "register", "request_stops", "set_enabled", "set_token_path"]
 
+
+def __dir__() -> list[str]:
+    # The API only: not this module's imports and helpers.
+    return sorted(__all__)
+
+
 TESTED = ("0.32.",)
 """Prefixes of the vLLM versions the plugin was tested against."""
 
