@@ -7,7 +7,7 @@
 //! upstream's awaitable itself (`PyIter_Send`, which for a coroutine hands back the return
 //! value without creating a `StopIteration`), feeds the stage, and returns the output; when the
 //! stage holds the item back it pulls the next one within the same awaitable. The piece goes
-//! back through the `am_send` slot (set by `install`: PyO3 cannot declare it), as a
+//! back through the `am_send` slot (set by `slots::install`: PyO3 cannot declare it), as a
 //! coroutine's return value does, with no `StopIteration` where `await` calls the slot
 //! (measured on CPython 3.11; on 3.12+ `SEND` may call `__next__` or `send` of an object that
 //! is not a generator instead). Returned as a `StopIteration` from `__next__` it would cost
@@ -186,7 +186,7 @@ enum Pushed<'py> {
 }
 
 /// What a driven awaitable did.
-enum Sent<'py> {
+pub(super) enum Sent<'py> {
     Yield(Bound<'py, PyAny>),
     Return(Bound<'py, PyAny>),
 }
@@ -659,7 +659,7 @@ enum Step {
 }
 
 /// What is sent into an awaitable.
-enum Input<'py> {
+pub(super) enum Input<'py> {
     Send(Bound<'py, PyAny>),
     Throw(PyErr),
 }
@@ -684,7 +684,7 @@ pub(super) struct AsyncPullStep {
 
 impl AsyncPullStep {
     /// One step of the pull: what it yields to the event loop, or the piece it returns.
-    fn resume<'py>(slf: &Bound<'py, Self>, input: Input<'py>) -> PyResult<Sent<'py>> {
+    pub(super) fn resume<'py>(slf: &Bound<'py, Self>, input: Input<'py>) -> PyResult<Sent<'py>> {
         let py = slf.py();
         let Some(mut step) = try_lock(py, &slf.get().step) else {
             return Err(PyValueError::new_err("coroutine already executing"));
@@ -942,176 +942,14 @@ impl AsyncPullStep {
     /// policy for an upstream error). Nobody is left to tell of a failure but
     /// `sys.unraisablehook`. Not while the interpreter finalizes: the upstream's modules may be
     /// gone, and the event loop with them.
-    fn finalize(slf: &Bound<'_, Self>) {
+    pub(super) fn finalize(slf: &Bound<'_, Self>) {
         let py = slf.py();
         let suspended = try_lock(py, &slf.get().step)
             .is_some_and(|s| matches!(*s, Step::Pulling(..) | Step::Handling(..)));
-        if suspended && !finalizing() {
+        if suspended && !super::slots::finalizing() {
             if let Err(err) = Self::close_step(slf) {
                 err.write_unraisable(py, None);
             }
         }
     }
-}
-
-/// Whether the interpreter is finalizing (`Py_IsFinalizing`, public from 3.13 and exported as
-/// `_Py_IsFinalizing` before).
-fn finalizing() -> bool {
-    #[cfg(not(Py_3_13))]
-    #[allow(unsafe_code)]
-    extern "C" {
-        #[link_name = "_Py_IsFinalizing"]
-        fn Py_IsFinalizing() -> std::ffi::c_int;
-    }
-    #[cfg(Py_3_13)]
-    use ffi::Py_IsFinalizing;
-    // SAFETY: a read of the runtime's state, callable from any thread.
-    #[allow(unsafe_code)]
-    let finalizing = unsafe { Py_IsFinalizing() };
-    finalizing != 0
-}
-
-/// The `tp_finalize` slot of `AsyncPullStep` (set by `install`). A finalizer, not `Drop`:
-/// the collector runs it on cyclic garbage before `tp_clear` empties the step, so a pull
-/// suspended in a cycle (an awaitable that refers back to its waiter) still ends, its upstream
-/// closed and the stream freed, as a coroutine's finalizer runs its `finally`. The step's
-/// `tp_dealloc` runs it first too (`dealloc`), so closing never runs inside PyO3's dealloc.
-#[allow(unsafe_code)]
-unsafe extern "C" fn finalize(slf: *mut ffi::PyObject) {
-    // SAFETY: CPython calls the slot on an attached thread with a live `AsyncPullStep` (the
-    // slot is set on that type only). The exception being raised, if any, is kept aside and
-    // put back, as a finalizer must.
-    unsafe {
-        let (mut typ, mut value, mut tb) =
-            (std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut());
-        #[allow(deprecated)]
-        ffi::PyErr_Fetch(&raw mut typ, &raw mut value, &raw mut tb);
-        let py = Python::assume_attached();
-        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let slf = Bound::from_borrowed_ptr(py, slf).cast_into_unchecked::<AsyncPullStep>();
-            AsyncPullStep::finalize(&slf);
-        }));
-        if panicked.is_err() {
-            PyRuntimeError::new_err("internal error in AsyncPullStep").write_unraisable(py, None);
-        }
-        #[allow(deprecated)]
-        ffi::PyErr_Restore(typ, value, tb);
-    }
-}
-
-/// PyO3's `tp_dealloc` of `AsyncPullStep`, which `dealloc` calls after the finalizer.
-static PYO3_DEALLOC: OnceLock<ffi::destructor> = OnceLock::new();
-
-/// The `tp_dealloc` slot of `AsyncPullStep`: the finalizer (once, as CPython's own types do),
-/// then PyO3's dealloc.
-#[allow(unsafe_code)]
-unsafe extern "C" fn dealloc(slf: *mut ffi::PyObject) {
-    // SAFETY: CPython calls the slot with an object whose count fell to zero, on an attached
-    // thread. `PyObject_CallFinalizerFromDealloc` runs `tp_finalize` unless it ran already and
-    // reports a resurrection with -1, in which case the object lives on.
-    unsafe {
-        if ffi::PyObject_CallFinalizerFromDealloc(slf) < 0 {
-            return;
-        }
-        if let Some(pyo3_dealloc) = PYO3_DEALLOC.get() {
-            pyo3_dealloc(slf);
-        }
-    }
-}
-
-/// The `am_send` slot of `AsyncPullStep`, which `await` (CPython's `SEND`, through
-/// `PyIter_Send`) calls instead of `__next__`: the piece comes back as a return value, as a
-/// coroutine's does, with no `StopIteration` made and normalized per item (measured on CPython
-/// 3.11; 3.10 reads the slot only with `Py_TPFLAGS_HAVE_AM_SEND`, which `install` sets, and
-/// 3.12+ may step an object that is not a generator through `__next__`/`send`). PyO3 has no
-/// way to declare the slot; `install` sets it once the type exists.
-#[allow(unsafe_code)]
-unsafe extern "C" fn am_send(
-    slf: *mut ffi::PyObject,
-    value: *mut ffi::PyObject,
-    result: *mut *mut ffi::PyObject,
-) -> ffi::PySendResult {
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        // SAFETY: CPython calls the slot on an attached thread, with live `slf` (an
-        // `AsyncPullStep`: the slot is set on that type only) and `value`, if not NULL.
-        #[allow(unsafe_code)]
-        let (py, slf, value) = unsafe {
-            let py = Python::assume_attached();
-            let slf = Bound::from_borrowed_ptr(py, slf).cast_into_unchecked::<AsyncPullStep>();
-            // A C caller may send NULL: `None`, as a generator's `am_send` takes it.
-            let value = Bound::from_borrowed_ptr_or_opt(py, value)
-                .unwrap_or_else(|| py.None().into_bound(py));
-            (py, slf, value)
-        };
-        (
-            py,
-            AsyncPullStep::resume(&slf, Input::Send(value)).map(|sent| match sent {
-                Sent::Yield(v) => (v.into_ptr(), ffi::PySendResult::PYGEN_NEXT),
-                Sent::Return(v) => (v.into_ptr(), ffi::PySendResult::PYGEN_RETURN),
-            }),
-        )
-    }));
-    // SAFETY: `result` is the out-pointer CPython passes; the thread is attached.
-    #[allow(unsafe_code)]
-    unsafe {
-        match outcome {
-            Ok((_, Ok((object, status)))) => {
-                *result = object;
-                status
-            }
-            Ok((py, Err(err))) => {
-                err.restore(py);
-                *result = std::ptr::null_mut();
-                ffi::PySendResult::PYGEN_ERROR
-            }
-            Err(_) => {
-                let py = Python::assume_attached();
-                PyRuntimeError::new_err("internal error in AsyncPullStep").restore(py);
-                *result = std::ptr::null_mut();
-                ffi::PySendResult::PYGEN_ERROR
-            }
-        }
-    }
-}
-
-/// The `am_await` slot of `AsyncPullStep`: the object itself, without a PyO3 method call.
-#[allow(unsafe_code)]
-unsafe extern "C" fn am_await(slf: *mut ffi::PyObject) -> *mut ffi::PyObject {
-    // SAFETY: CPython passes a live object on an attached thread; the slot returns a new
-    // reference.
-    unsafe { ffi::Py_IncRef(slf) };
-    slf
-}
-
-/// Sets `AsyncPullStep`'s `am_send` and `am_await` slots (see `am_send`), and its finalizer
-/// (see `finalize`).
-pub(super) fn install(py: Python<'_>) -> PyResult<()> {
-    let ty = py.get_type::<AsyncPullStep>();
-    // SAFETY: the type is a heap type made by PyO3 with an `am_await` slot, so `tp_as_async`
-    // points into its own heap type object, which CPython itself rewrites when a slot method
-    // changes; nothing has run the slot yet (the type was just made, and cannot be subclassed).
-    #[allow(unsafe_code)]
-    unsafe {
-        let raw = ty.as_type_ptr();
-        let methods = (*raw).tp_as_async;
-        if methods.is_null() {
-            return Err(PyRuntimeError::new_err("AsyncPullStep has no async slots"));
-        }
-        (*methods).am_send = Some(am_send);
-        (*methods).am_await = Some(am_await);
-        if let Some(pyo3_dealloc) = (*raw).tp_dealloc {
-            if PYO3_DEALLOC.set(pyo3_dealloc).is_ok() {
-                (*raw).tp_dealloc = Some(dealloc);
-            }
-        }
-        (*raw).tp_finalize = Some(finalize);
-        // CPython 3.10's `PyIter_Send` reads `am_send` only with this flag (gone in 3.11).
-        #[cfg(not(Py_3_11))]
-        {
-            const PY_TPFLAGS_HAVE_AM_SEND: std::ffi::c_ulong = 1 << 21;
-            (*raw).tp_flags |= PY_TPFLAGS_HAVE_AM_SEND;
-        }
-        ffi::PyType_Modified(raw);
-    }
-    Ok(())
 }

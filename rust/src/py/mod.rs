@@ -26,6 +26,7 @@ mod convert;
 mod errors;
 mod filters;
 mod items;
+mod slots;
 mod sse;
 mod stopset;
 mod stream;
@@ -80,7 +81,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<stream::StopStream>()?;
     m.add_class::<astream::AsyncDriver>()?;
     m.add_class::<astream::AsyncPullStep>()?;
-    astream::install(m.py())?;
+    slots::install(m.py())?;
     m.add_class::<stopset::Compiled>()?;
     m.add_class::<sse::SSEStage>()?;
     m.add_function(wrap_pyfunction!(filters::feed_unless_stop, m)?)?;
