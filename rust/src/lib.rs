@@ -70,6 +70,7 @@ mod lock;
 mod py;
 
 pub use crate::automaton::{Hit, Step};
+pub use crate::byteset::{byte_set, HEAD};
 pub use crate::error::{DecodeError, Error};
 pub use crate::matcher::{regex_max_len, MatchStream, Matcher, StopKind, StopSpec};
 pub use crate::stopset::StopSet;
