@@ -49,7 +49,8 @@ def make_model(directory: Path, vocab_size: int = 600) -> Path:
         num_attention_heads=2,
         num_key_value_heads=2,
         head_dim=64,
-        max_position_embeddings=512,
+        # Room for the served tests' long requests (the in-process engine uses 256).
+        max_position_embeddings=4096,
         bos_token_id=fast.bos_token_id,
         eos_token_id=fast.eos_token_id,
         tie_word_embeddings=True,
