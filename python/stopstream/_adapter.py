@@ -16,9 +16,9 @@ class, private state and helper methods survive (LiteLLM's ``ModelResponseStream
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterable, Callable, Iterable, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 from stopstream._lifecycle import AsyncPull
 from stopstream._wrap import pull, stop_set
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
     from stopstream._core import Regex, Stop, StopFilter
+    from stopstream._lifecycle import Stage
     from stopstream._types import Stops
 
 JSON = dict[str, Any]
@@ -44,8 +45,22 @@ def check_on_stop(on_stop: object) -> OnStop:
     raise ValueError(f"on_stop must be 'close' or 'drain', not {on_stop!r}")
 
 
+Shape = Literal["chat", "messages", "responses", "gemini"]
+"""A provider's event shape: which rules the native SSE stage applies to the common event."""
+
+
 class Machine(Protocol):
-    """An adapter's state machine over decoded events."""
+    """An adapter's state machine over decoded events: what ``ModelDriver`` and the SSE layer
+    (``stopstream.sse``) drive, and what an adapter stream reports from (``view``)."""
+
+    #: The provider's event shape (``stopstream.sse`` frames events and picks its native
+    #: common case by it).
+    shape: ClassVar[Shape]
+
+    @property
+    def open(self) -> bool:
+        """No stop or ending yet: the fast paths may handle an item."""
+        ...
 
     @property
     def closing(self) -> bool:
@@ -53,14 +68,44 @@ class Machine(Protocol):
         ...
 
     @property
+    def finished(self) -> bool:
+        """The last item owed was emitted: anything later is dropped."""
+        ...
+
+    @property
+    def stopped(self) -> bool:
+        """A stop fired here and ended the stream (every text stream stopped or finished)."""
+        ...
+
+    @property
     def complete(self) -> bool:
         """The provider's terminal event was seen, or every text stream stopped."""
+        ...
+
+    @property
+    def sequence(self) -> int | None:
+        """The last sequence number emitted, for a shape that numbers its events; else
+        ``None``."""
         ...
 
     def feed(self, event: JSON) -> list[Emit]: ...
 
     def end(self) -> list[Emit]:
         """The upstream ended by itself, or was closed after a stop: the events still owed."""
+        ...
+
+    def text_filters(self) -> list[tuple[Any, ...]]:
+        """The open text streams a fast path may feed: ``(id, filter)``, or for the Responses
+        shape ``((output_index, content_index), filter, emitted texts)``."""
+        ...
+
+    def note_seen(self, seen: bytes | int) -> None:
+        """What a fast path handled that the machine records: Chat's latest chunk with choices
+        (its JSON bytes or SDK object), the Responses' latest sequence number."""
+        ...
+
+    def view(self) -> View:
+        """What a stream over this machine reports."""
         ...
 
 
@@ -100,6 +145,13 @@ class Phases:
     def finished(self) -> bool:
         """The last item owed to the client was emitted: anything later is dropped."""
         return self._phase == "ended"
+
+    @property
+    def sequence(self) -> int | None:
+        return None
+
+    def note_seen(self, seen: bytes | int) -> None:
+        """Nothing handled by a fast path needs recording (see ``Machine.note_seen``)."""
 
 
 def scan(f: StopFilter, text: object, ends: bool) -> str | None:
@@ -309,23 +361,27 @@ class ModelDriver:
 # --- what the streams report -------------------------------------------------------------------
 
 
-class Result:
-    """What every adapter stream reports, read from its machine (``_machine``)."""
+class View:
+    """What an adapter stream reports, read from its machine at each access.
 
-    __slots__ = ()
-    _machine: Any
+    A machine supplies its view (``Machine.view``); the stream classes forward every public
+    attribute they do not have themselves to it, so one stream class serves every provider.
+    Views have no ``__slots__`` (one view per stream), so that the typed names of the streams
+    (``stopstream.openai.ChatStopStream``...) can derive from a stream class and a view.
+    """
+
+    def __init__(self, machine: Any) -> None:
+        self._machine = machine
 
     @property
     def stops(self) -> tuple[str | Stop | Regex, ...]:
         return self._machine.stops  # type: ignore[no-any-return]
 
 
-class SingleResult(Result):
+class SingleView(View):
     """What a stream of one text reports (an Anthropic message, a Responses response), read
     from its machine, which keeps ``stopped``, ``stop_sequence``, ``stop_index`` and
     ``complete``."""
-
-    __slots__ = ()
 
     @property
     def stopped(self) -> bool:
@@ -351,53 +407,8 @@ class SingleResult(Result):
         return bool(self._machine.complete)
 
 
-class IndexedResult(Result):
-    """What a stream of indexed text streams reports (OpenAI choices, Gemini candidates), read
-    from its machine, which keeps per index ``stop_sequences``, ``stop_indices``,
-    ``finish_reasons`` and ``pending``."""
-
-    __slots__ = ()
-
-    @property
-    def stop_sequences(self) -> dict[int, str | None]:
-        """Per index seen: the stop that ended it, or ``None``.
-
-        A stop fired here, or one the upstream applied and named (an OpenAI choice's
-        ``stop_reason``, as vLLM sends it). ``None`` for a stream still open or finished
-        otherwise.
-        """
-        return dict(self._machine.stop_sequences)
-
-    @property
-    def stop_indices(self) -> dict[int, int | None]:
-        """Per index seen: the position of its stop in ``stops``, or ``None``."""
-        return dict(self._machine.stop_indices)
-
-    @property
-    def finish_reasons(self) -> dict[int, str | None]:
-        """Per index seen: the finish reason sent to the client so far."""
-        return dict(self._machine.finish_reasons)
-
-    @property
-    def stop_sequence(self) -> str | None:
-        """``stop_sequences`` of index 0 (the only one unless several were requested)."""
-        return self._machine.stop_sequences.get(0)  # type: ignore[no-any-return]
-
-    @property
-    def stopped(self) -> bool:
-        """Every index has stopped or finished, and at least one stop fired here."""
-        return bool(self._machine.stopped)
-
-    @property
-    def complete(self) -> bool:
-        """Every index has its finish reason or stopped here: ``False`` while the stream runs
-        and when the upstream ended or failed before that (a dropped stream)."""
-        return bool(self._machine.complete)
-
-    @property
-    def pending(self) -> dict[int, str]:
-        """Per open index: the text held back, kept (not released) by a dropped stream."""
-        return dict(self._machine.pending)
+def _view_names(view: View) -> list[str]:
+    return [name for name in dir(type(view)) if not name.startswith("_")]
 
 
 # --- the streams ------------------------------------------------------------------------------
@@ -408,22 +419,36 @@ class SyncAdapterStream(Generic[_Out]):
 
     The pulls run in the native driver (``stopstream._core.StopStream``), the one that ``wrap``
     uses: the same rules for a stop, a close (also from another thread during a pull), a bad
-    item, an upstream error, and a stream dropped after a partial read.
+    item, an upstream error, and a stream dropped after a partial read. What the stream
+    reports (``stop_sequence``, ``complete``...) is its machine's ``view``.
     """
 
-    __slots__ = ("__weakref__", "_pull")
+    __slots__ = ("__weakref__", "_pull", "_view")
 
-    def __init__(self, source: Iterable[Any], driver: Any) -> None:
+    def __init__(self, source: Iterable[Any], stage: Stage, view: View | None = None) -> None:
         if not isinstance(source, Iterable):
             raise TypeError(f"stream must be an iterable, not {type(source).__name__}")
-        self._pull = pull(source, driver)
+        self._view = view
+        self._pull = pull(source, stage)
 
-    def __iter__(self) -> Iterator[_Out]:
-        # The native driver itself: a ``for`` loop then pulls with no Python frame per item.
-        return self._pull
+    def __iter__(self) -> Self:
+        return self
 
     def __next__(self) -> _Out:
         return next(self._pull)  # type: ignore[no-any-return]
+
+    def __getattr__(self, name: str) -> Any:
+        # Only for names the class lacks: what the machine's view reports.
+        if name[:1] != "_":
+            try:
+                return getattr(self._view, name)
+            except AttributeError:
+                pass
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __dir__(self) -> list[str]:
+        names = object.__dir__(self)
+        return sorted({*names, *_view_names(self._view)} if self._view is not None else names)
 
     def close(self) -> None:
         """End the stream and close the upstream (once; later calls do nothing).
@@ -445,11 +470,25 @@ class SyncAdapterStream(Generic[_Out]):
 
 
 class AsyncAdapterStream(AsyncPull[_Out]):
-    """Async twin of ``SyncAdapterStream``: ``aclose()``, ``async with``, the same rules."""
+    """Async twin of ``SyncAdapterStream``: ``aclose()``, ``async with``, the same rules, the
+    same view."""
 
-    __slots__ = ()
+    __slots__ = ("_view",)
 
-    def __init__(self, source: AsyncIterable[Any], driver: Any) -> None:
+    def __init__(self, source: AsyncIterable[Any], stage: Stage, view: View | None = None) -> None:
         if not isinstance(source, AsyncIterable):
             raise TypeError(f"stream must be an async iterable, not {type(source).__name__}")
-        super().__init__(source, driver)
+        self._view = view
+        super().__init__(source, stage)
+
+    def __getattr__(self, name: str) -> Any:
+        if name[:1] != "_":
+            try:
+                return getattr(self._view, name)
+            except AttributeError:
+                pass
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __dir__(self) -> list[str]:
+        names = object.__dir__(self)
+        return sorted({*names, *_view_names(self._view)} if self._view is not None else names)

@@ -26,11 +26,14 @@ import os
 import re
 import sys
 from collections.abc import Iterator, Sequence
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
 import stopstream
 from stopstream import sse
 from stopstream._core import ByteStopFilter, Regex, Stop, StopSet
+
+if TYPE_CHECKING:
+    from stopstream._adapter import SyncAdapterStream
 
 _READ_SIZE = 1 << 16
 
@@ -340,52 +343,42 @@ def _run_sse(args: argparse.Namespace, src: BinaryIO, out: BinaryIO) -> int:
             'body of a streaming response ("stream": true)\n'
         )
         return 1
-    stream: (
-        sse.OpenAISSEStream | sse.AnthropicSSEStream | sse.ResponsesSSEStream | sse.GeminiSSEStream
-    )
     options = {"include_stop": args.include_stop, "on_stop": args.on_stop}
     if args.sse == "openai":
-        stream = sse.wrap_openai(chunks, stops, **options)
-    elif args.sse == "responses":
-        stream = sse.wrap_responses(chunks, stops, **options)
-    elif args.sse == "gemini":
-        stream = sse.wrap_gemini(chunks, stops, **options)
-    else:
-        stream = sse.wrap_anthropic(chunks, stops, **options)
-    with stream:
-        for piece in stream:
-            out.write(piece)
-            out.flush()
-    if isinstance(stream, sse.OpenAISSEStream):
-        reasons = stream.finish_reasons
+        chat = _relay(sse.wrap_openai(chunks, stops, **options), out)
+        reasons = chat.finish_reasons
+        stopped = chat.stopped
         ended = bool(reasons) and None not in reasons.values()
-        indices = stream.stop_indices
+        indices = chat.stop_indices
         fired = [
             (f"choice {choice}: ", indices[choice], stop)
-            for choice, stop in stream.stop_sequences.items()
+            for choice, stop in chat.stop_sequences.items()
         ]
         final = "a finish_reason for every choice"
         api = "Chat Completions"
-    elif isinstance(stream, sse.GeminiSSEStream):
-        ended = stream.complete
-        indices = stream.stop_indices
+    elif args.sse == "gemini":
+        gemini = _relay(sse.wrap_gemini(chunks, stops, **options), out)
+        stopped, ended = gemini.stopped, gemini.complete
+        indices = gemini.stop_indices
         fired = [
             (f"candidate {candidate}: ", indices[candidate], stop)
-            for candidate, stop in stream.stop_sequences.items()
+            for candidate, stop in gemini.stop_sequences.items()
         ]
         final = "a finishReason for every candidate"
         api = "Gemini"
-    elif isinstance(stream, sse.ResponsesSSEStream):
-        ended = stream.complete
-        fired = [("", stream.stop_index, stream.stop_sequence)]
+    elif args.sse == "responses":
+        responses = _relay(sse.wrap_responses(chunks, stops, **options), out)
+        stopped, ended = responses.stopped, responses.complete
+        fired = [("", responses.stop_index, responses.stop_sequence)]
         final = "response.completed, .incomplete or .failed"
         api = "Responses"
     else:
-        ended = stream.stop_reason is not None
-        fired = [("", stream.stop_index, stream.stop_sequence)]
+        messages = _relay(sse.wrap_anthropic(chunks, stops, **options), out)
+        stopped, ended = messages.stopped, messages.stop_reason is not None
+        fired = [("", messages.stop_index, messages.stop_sequence)]
         final = "message_delta with its stop_reason"
         api = "Messages"
-    if not (stream.stopped or ended):
+    if not (stopped or ended):
         sys.stderr.write(
             f"stopstream: the SSE body ended before its final event ({final}): the stream "
             f"was cut short, or it is not a {api} stream\n"
@@ -396,6 +389,18 @@ def _run_sse(args: argparse.Namespace, src: BinaryIO, out: BinaryIO) -> int:
         for line in lines or ["end of input, no stop sequence"]:
             sys.stderr.write(f"stopstream: {line}\n")
     return 0
+
+
+_S = TypeVar("_S", bound="SyncAdapterStream[bytes]")
+
+
+def _relay(stream: _S, out: BinaryIO) -> _S:
+    """Writes the stream's pieces to ``out`` as they come; returns the stream, ended."""
+    with stream:
+        for piece in stream:
+            out.write(piece)
+            out.flush()
+    return stream
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -36,28 +36,36 @@ Rules:
 from __future__ import annotations
 
 import importlib
-from collections.abc import AsyncIterable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from stopstream._adapter import (
     JSON,
     AsyncAdapterStream,
     Emit,
-    ModelDriver,
     OnStop,
     Phases,
-    SingleResult,
+    Shape,
+    SingleView,
     SyncAdapterStream,
+    View,
     rebuild_from_sample,
     rebuild_model,
     scan,
 )
-from stopstream._core import StopFilter
+from stopstream._core import StopFilter, truncate
+from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:
     from stopstream._types import Stops
 
-__all__ = ["AsyncResponsesStopStream", "ResponsesMachine", "ResponsesStopStream"]
+__all__ = [
+    "AsyncResponsesStopStream",
+    "ResponsesMachine",
+    "ResponsesStopStream",
+    "ResponsesView",
+    "rebuild",
+    "truncate_response",
+]
 
 _T = TypeVar("_T")
 
@@ -91,6 +99,8 @@ class _Part:
 
 class ResponsesMachine(Phases):
     """The Responses adapter over decoded events (dicts); see the module docstring."""
+
+    shape: ClassVar[Shape] = "responses"
 
     def __init__(
         self, stops: Stops, include_stop: bool | None = None, on_stop: OnStop = "close"
@@ -135,10 +145,14 @@ class ResponsesMachine(Phases):
         unrenumbered."""
         return self._seq
 
-    def note_sequence(self, seq: int) -> None:
-        """The native stage saw numbered events and forwarded those up to ``seq`` unchanged."""
-        self._numbered = True
-        self._seq = max(self._seq, seq)
+    def note_seen(self, seen: object) -> None:
+        """The native stage saw numbered events and forwarded those up to ``seen`` unchanged."""
+        if isinstance(seen, int):
+            self._numbered = True
+            self._seq = max(self._seq, seen)
+
+    def view(self) -> View:
+        return ResponsesView(self)
 
     # --- feeding --------------------------------------------------------------------------
 
@@ -399,10 +413,9 @@ def rebuild(value: JSON, sample: object, view: JSON | None) -> object:
     return rebuild_model(cls, value)
 
 
-class ResponsesResult(SingleResult):
-    """What the Responses stream classes report, read from their machine."""
+class ResponsesView(SingleView):
+    """What a Responses stream reports, read from its machine."""
 
-    __slots__ = ()
     _machine: ResponsesMachine
 
     @property
@@ -421,21 +434,46 @@ class ResponsesResult(SingleResult):
         return self._machine.pending
 
 
-class ResponsesStopStream(SyncAdapterStream[_T], ResponsesResult):
-    """Iterator over Responses stream events with stop sequences applied."""
+if TYPE_CHECKING:
+    # ``SyncAdapterStream`` / ``AsyncAdapterStream`` reporting a ``ResponsesView``.
 
-    __slots__ = ("_machine",)
+    class ResponsesStopStream(SyncAdapterStream[_T], ResponsesView):
+        """Iterator over Responses stream events with stop sequences applied."""
 
-    def __init__(self, stream: Iterable[_T], machine: ResponsesMachine) -> None:
-        self._machine = machine
-        super().__init__(stream, ModelDriver(machine, rebuild))
+    class AsyncResponsesStopStream(AsyncAdapterStream[_T], ResponsesView):
+        """Async iterator over Responses stream events with stop sequences applied."""
+
+else:
+    ResponsesStopStream = SyncAdapterStream
+    AsyncResponsesStopStream = AsyncAdapterStream
 
 
-class AsyncResponsesStopStream(AsyncAdapterStream[_T], ResponsesResult):
-    """Async iterator over Responses stream events with stop sequences applied."""
+def truncate_response(response: Any, stops: Stops, include_stop: bool | None = None) -> Any:
+    """Apply ``stops`` to a non-streaming Responses API response (a ``dict`` of the wire
+    shape), in place, and return it.
 
-    __slots__ = ("_machine",)
-
-    def __init__(self, stream: AsyncIterable[_T], machine: ResponsesMachine) -> None:
-        self._machine = machine
-        super().__init__(stream, ModelDriver(machine, rebuild))
+    Each output text is cut on its own, as the stream adapter scans each text part: the first
+    one with a stop is cut there and ends the response (later parts and items are dropped, the
+    item and the response become ``"completed"``, and the response names the stop as
+    ``stop_sequence``).
+    """
+    output = response.get("output") if isinstance(response, dict) else None
+    if not isinstance(output, list):
+        return response
+    compiled = stop_set(stops, include_stop)
+    for position, item in enumerate(output):
+        content = item.get("content") if isinstance(item, dict) else None
+        if item.get("type") != "message" or not isinstance(content, list):
+            continue
+        for index, part in enumerate(content):
+            if not (isinstance(part, dict) and part.get("type") == "output_text"):
+                continue
+            text, stop = truncate(part.get("text") or "", compiled)
+            if stop is not None:
+                part["text"] = text
+                del content[index + 1 :]
+                del output[position + 1 :]
+                item["status"] = "completed"
+                response.update(status="completed", incomplete_details=None, stop_sequence=stop)
+                return response
+    return response

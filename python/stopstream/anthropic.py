@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import AsyncIterable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from stopstream._adapter import (
     JSON,
@@ -44,18 +44,28 @@ from stopstream._adapter import (
     ModelDriver,
     OnStop,
     Phases,
-    SingleResult,
+    Shape,
+    SingleView,
     SyncAdapterStream,
+    View,
     rebuild_from_sample,
     rebuild_model,
     scan,
 )
-from stopstream._core import StopFilter, _feed_unless_stop
+from stopstream._core import StopFilter, _feed_unless_stop, truncate
+from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:
     from stopstream._types import Stops
 
-__all__ = ["AsyncMessagesStopStream", "MessagesStopStream", "awrap_messages", "wrap_messages"]
+__all__ = [
+    "AsyncMessagesStopStream",
+    "MessagesStopStream",
+    "MessagesView",
+    "awrap_messages",
+    "truncate_message",
+    "wrap_messages",
+]
 
 
 def __dir__() -> list[str]:
@@ -79,6 +89,8 @@ _MESSAGE_STOP: JSON = {"type": "message_stop"}
 
 class MessagesMachine(Phases):
     """The Messages adapter over decoded events (dicts); see the module docstring."""
+
+    shape: ClassVar[Shape] = "messages"
 
     def __init__(
         self, stops: Stops, include_stop: bool | None = None, on_stop: OnStop = "close"
@@ -113,6 +125,9 @@ class MessagesMachine(Phases):
             for i, f in self._filters.items()
             if type(i) is int and kinds.get(i, "text") == "text"
         ]
+
+    def view(self) -> View:
+        return MessagesView(self)
 
     def feed(self, event: JSON) -> list[Emit]:
         phase = self._phase
@@ -355,10 +370,9 @@ class _MessagesDriver(ModelDriver):
         return emitted
 
 
-class _MessagesResult(SingleResult):
-    """What the messages stream classes report, read from their machine."""
+class MessagesView(SingleView):
+    """What a Messages stream reports, read from its machine."""
 
-    __slots__ = ()
     _machine: MessagesMachine
 
     @property
@@ -378,24 +392,18 @@ class _MessagesResult(SingleResult):
         return self._machine.pending
 
 
-class MessagesStopStream(SyncAdapterStream[_T], _MessagesResult):
-    """Iterator over Messages stream events with stop sequences applied."""
+if TYPE_CHECKING:
+    # ``SyncAdapterStream`` / ``AsyncAdapterStream`` reporting a ``MessagesView``.
 
-    __slots__ = ("_machine",)
+    class MessagesStopStream(SyncAdapterStream[_T], MessagesView):
+        """Iterator over Messages stream events with stop sequences applied."""
 
-    def __init__(self, stream: Iterable[_T], machine: MessagesMachine) -> None:
-        self._machine = machine
-        super().__init__(stream, _MessagesDriver(machine))
+    class AsyncMessagesStopStream(AsyncAdapterStream[_T], MessagesView):
+        """Async iterator over Messages stream events with stop sequences applied."""
 
-
-class AsyncMessagesStopStream(AsyncAdapterStream[_T], _MessagesResult):
-    """Async iterator over Messages stream events with stop sequences applied."""
-
-    __slots__ = ("_machine",)
-
-    def __init__(self, stream: AsyncIterable[_T], machine: MessagesMachine) -> None:
-        self._machine = machine
-        super().__init__(stream, _MessagesDriver(machine))
+else:
+    MessagesStopStream = SyncAdapterStream
+    AsyncMessagesStopStream = AsyncAdapterStream
 
 
 def wrap_messages(
@@ -411,7 +419,8 @@ def wrap_messages(
     (close the upstream as soon as the stop fires) or ``"drain"`` (read it to the end silently,
     to report the real final usage).
     """
-    return MessagesStopStream(stream, MessagesMachine(stops, include_stop, on_stop))
+    machine = MessagesMachine(stops, include_stop, on_stop)
+    return MessagesStopStream(stream, _MessagesDriver(machine), machine.view())
 
 
 def awrap_messages(
@@ -422,4 +431,30 @@ def awrap_messages(
     on_stop: OnStop = "close",
 ) -> AsyncMessagesStopStream[_T]:
     """Async twin of ``wrap_messages`` (an ``AsyncStream`` from ``AsyncAnthropic``, say)."""
-    return AsyncMessagesStopStream(stream, MessagesMachine(stops, include_stop, on_stop))
+    machine = MessagesMachine(stops, include_stop, on_stop)
+    return AsyncMessagesStopStream(stream, _MessagesDriver(machine), machine.view())
+
+
+def truncate_message(message: Any, stops: Stops, include_stop: bool | None = None) -> Any:
+    """Apply ``stops`` to a non-streaming Messages API message (a ``dict`` of the wire shape),
+    in place, and return it.
+
+    Each text block is cut on its own, as the stream adapter scans each block: the first one
+    with a stop is cut there and ends the message (later blocks are dropped; ``stop_reason``
+    becomes ``"stop_sequence"`` and ``stop_sequence`` names the stop).
+    """
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return message
+    compiled = stop_set(stops, include_stop)
+    for position, block in enumerate(content):
+        if not (isinstance(block, dict) and block.get("type") == "text"):
+            continue
+        text, stop = truncate(block.get("text") or "", compiled)
+        if stop is not None:
+            block["text"] = text
+            del content[position + 1 :]
+            message["stop_reason"] = "stop_sequence"
+            message["stop_sequence"] = stop
+            break
+    return message

@@ -42,25 +42,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from stopstream._adapter import (
     JSON,
     AsyncAdapterStream,
     Emit,
-    IndexedResult,
     ModelDriver,
     OnStop,
-    Phases,
+    Shape,
     SyncAdapterStream,
     scan,
 )
-from stopstream._core import StopFilter
+from stopstream._indexed import IndexedMachine, IndexedView, TextStream
 
 if TYPE_CHECKING:
     from stopstream._types import Stops
 
-__all__ = ["AsyncGeminiStopStream", "GeminiMachine", "GeminiStopStream", "awrap", "wrap"]
+__all__ = ["AsyncGeminiStopStream", "GeminiStopStream", "awrap", "wrap"]
 
 
 def __dir__() -> list[str]:
@@ -70,7 +69,6 @@ def __dir__() -> list[str]:
 
 _T = TypeVar("_T")
 
-_OPEN, _STOPPED, _FINISHED = 0, 1, 2
 # Top-level fields copied from the latest upstream chunk into the drained usage chunk.
 _CHUNK_FIELDS = (
     ("usageMetadata", "usage_metadata"),
@@ -89,8 +87,12 @@ def _is_snake(obj: JSON) -> bool:
     return any("_" in key for key in obj)
 
 
-class GeminiMachine(Phases):
+class GeminiMachine(IndexedMachine):
     """The Gemini adapter over decoded ``GenerateContentResponse`` chunks (dicts)."""
+
+    shape: ClassVar[Shape] = "gemini"
+    items = "candidates"
+    stop_finish = "STOP"
 
     def __init__(
         self,
@@ -99,45 +101,8 @@ class GeminiMachine(Phases):
         on_stop: OnStop = "close",
         candidate_count: int | None = None,
     ) -> None:
-        super().__init__(stops, include_stop, on_stop)
-        if candidate_count is not None and (
-            isinstance(candidate_count, bool)
-            or not isinstance(candidate_count, int)
-            or candidate_count < 1
-        ):
-            raise ValueError(
-                f"candidate_count must be a positive int or None, not {candidate_count!r}"
-            )
-        self._count = candidate_count
-        self._filters: dict[int, StopFilter] = {}
-        self._status: dict[int, int] = {}
-        self.stop_sequences: dict[int, str | None] = {}
-        self.stop_indices: dict[int, int | None] = {}
-        self.finish_reasons: dict[int, str | None] = {}
+        super().__init__(stops, include_stop, on_stop, candidate_count, "candidate_count")
         self._drained: JSON | None = None  # the latest chunk read while draining
-        self.stopped = False  # every candidate stopped or finished, and a stop fired
-
-    @property
-    def complete(self) -> bool:
-        """Every candidate has a ``finishReason`` (or stopped here): the response ended."""
-        return self._every_candidate_done()
-
-    @property
-    def pending(self) -> dict[int, str]:
-        """Per open candidate: the text held back right now."""
-        return {
-            index: self._filters[index].pending
-            for index, status in self._status.items()
-            if status == _OPEN
-        }
-
-    def text_filters(self) -> list[tuple[Any, StopFilter]]:
-        """The open candidates' indices and filters (for the native SSE stage)."""
-        return [
-            (i, self._filters[i])
-            for i, status in self._status.items()
-            if status == _OPEN and type(i) is int
-        ]
 
     def feed(self, chunk: JSON) -> list[Emit]:
         phase = self._phase
@@ -149,43 +114,11 @@ class GeminiMachine(Phases):
         candidates = chunk.get("candidates")
         if not isinstance(candidates, list):
             return [(chunk, chunk)]  # prompt feedback only, or an error object: pass it on
-        kept: list[Any] = []
-        changed = False
-        snake = _is_snake(chunk)  # the SDK's model_dump() without aliases
-        for position, candidate in enumerate(candidates):
-            out = (
-                self._candidate(candidate, position, snake or _is_snake(candidate))
-                if isinstance(candidate, dict)
-                else candidate
-            )
-            if out is not candidate:
-                changed = True
-            if out is not None:
-                kept.append(out)
-        emitted: JSON | None = chunk
-        if changed:
-            emitted = {**chunk, "candidates": kept} if kept or not candidates else None
-        if self._every_candidate_done() and _STOPPED in self._status.values():
-            self.stopped = True
-            self._phase = "closing" if self._on_stop == "close" else "draining"
-        return [] if emitted is None else [(emitted, chunk)]
+        return self._feed_items(chunk, candidates, False)
 
-    def _candidate(self, candidate: JSON, position: int, snake: bool) -> JSON | None:
-        index = candidate.get("index")
-        if not isinstance(index, int):
-            index = position
-        status = self._status.get(index)
-        if status is None:
-            status = self._status[index] = _OPEN
-            self._filters[index] = StopFilter(self._set)
-            self.stop_sequences[index] = None
-            self.stop_indices[index] = None
-            self.finish_reasons[index] = None
-        if status == _STOPPED:
-            return None
-        if status == _FINISHED:
-            return candidate
-        f = self._filters[index]
+    def _scan(self, candidate: JSON, index: int, stream: TextStream, chunk: JSON) -> JSON | None:
+        snake = _is_snake(chunk) or _is_snake(candidate)  # the SDK's model_dump() without aliases
+        f = stream.filter
         content = candidate.get("content")
         parts = content.get("parts") if isinstance(content, dict) else None
         new_parts: list[Any] | None = None  # set once a part changed
@@ -223,10 +156,7 @@ class GeminiMachine(Phases):
                     base.insert(0, {"text": tail})
                 new_parts = base
         if f.stopped:
-            self._status[index] = _STOPPED
-            self.stop_sequences[index] = f.stop_sequence
-            self.stop_indices[index] = f.stop_index
-            self.finish_reasons[index] = "STOP"
+            self._stopped(index, stream)
             out_candidate = {**candidate}
             if new_parts is not None:
                 new_content = {**content} if isinstance(content, dict) else {"role": "model"}
@@ -235,19 +165,12 @@ class GeminiMachine(Phases):
             out_candidate["finish_message" if snake else "finishMessage"] = f.stop_sequence
             return out_candidate
         if finish is not None:
-            self._status[index] = _FINISHED
-            self.finish_reasons[index] = finish if isinstance(finish, str) else str(finish)
+            self._finished(index, stream, finish)
         if new_parts is None:
             return candidate
         new_content = {**content} if isinstance(content, dict) else {"role": "model"}
         new_content["parts"] = new_parts
         return {**candidate, "content": new_content}
-
-    def _every_candidate_done(self) -> bool:
-        status = self._status.values()
-        if not self._status or _OPEN in status:
-            return False
-        return self._count is None or len(self._status) >= self._count
 
     def end(self) -> list[Emit]:
         phase = self._phase
@@ -280,31 +203,19 @@ def _rebuild(value: JSON, sample: object, view: JSON | None) -> object:
     return value
 
 
-class GeminiResult(IndexedResult):
-    """What the Gemini stream classes report, per candidate ``index``, read from their
-    machine (finish reasons are Gemini's ``finishReason`` values)."""
+if TYPE_CHECKING:
+    # ``SyncAdapterStream`` / ``AsyncAdapterStream`` reporting an ``IndexedView`` (per
+    # candidate ``index``; finish reasons are Gemini's ``finishReason`` values).
 
-    __slots__ = ()
+    class GeminiStopStream(SyncAdapterStream[_T], IndexedView):
+        """Iterator over ``GenerateContentResponse`` chunks with stop sequences applied."""
 
+    class AsyncGeminiStopStream(AsyncAdapterStream[_T], IndexedView):
+        """Async iterator over ``GenerateContentResponse`` chunks with stop sequences applied."""
 
-class GeminiStopStream(SyncAdapterStream[_T], GeminiResult):
-    """Iterator over ``GenerateContentResponse`` chunks with stop sequences applied."""
-
-    __slots__ = ("_machine",)
-
-    def __init__(self, stream: Iterable[_T], machine: GeminiMachine) -> None:
-        self._machine = machine
-        super().__init__(stream, ModelDriver(machine, _rebuild))
-
-
-class AsyncGeminiStopStream(AsyncAdapterStream[_T], GeminiResult):
-    """Async iterator over ``GenerateContentResponse`` chunks with stop sequences applied."""
-
-    __slots__ = ("_machine",)
-
-    def __init__(self, stream: AsyncIterable[_T], machine: GeminiMachine) -> None:
-        self._machine = machine
-        super().__init__(stream, ModelDriver(machine, _rebuild))
+else:
+    GeminiStopStream = SyncAdapterStream
+    AsyncGeminiStopStream = AsyncAdapterStream
 
 
 def wrap(
@@ -320,7 +231,8 @@ def wrap(
     Yields the same kind; see the module docstring for the rules. ``stop_sequences`` on the
     result tells which stop ended each candidate, ``complete`` whether the response ended.
     """
-    return GeminiStopStream(stream, GeminiMachine(stops, include_stop, on_stop, candidate_count))
+    machine = GeminiMachine(stops, include_stop, on_stop, candidate_count)
+    return GeminiStopStream(stream, ModelDriver(machine, _rebuild), machine.view())
 
 
 def awrap(
@@ -332,6 +244,5 @@ def awrap(
     candidate_count: int | None = None,
 ) -> AsyncGeminiStopStream[_T]:
     """Async twin of ``wrap`` (``client.aio.models.generate_content_stream``, say)."""
-    return AsyncGeminiStopStream(
-        stream, GeminiMachine(stops, include_stop, on_stop, candidate_count)
-    )
+    machine = GeminiMachine(stops, include_stop, on_stop, candidate_count)
+    return AsyncGeminiStopStream(stream, ModelDriver(machine, _rebuild), machine.view())

@@ -47,22 +47,29 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from stopstream._adapter import (
     JSON,
     AsyncAdapterStream,
     Emit,
-    IndexedResult,
     ModelDriver,
     OnStop,
-    Phases,
+    Shape,
     SyncAdapterStream,
     as_json,
     scan,
 )
-from stopstream._core import StopFilter, _feed_unless_stop
-from stopstream._responses import AsyncResponsesStopStream, ResponsesMachine, ResponsesStopStream
+from stopstream._core import _feed_unless_stop, truncate
+from stopstream._indexed import IndexedMachine, IndexedView, TextStream
+from stopstream._responses import (
+    AsyncResponsesStopStream,
+    ResponsesMachine,
+    ResponsesStopStream,
+    truncate_response,
+)
+from stopstream._responses import rebuild as rebuild_responses
+from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:
     from stopstream._types import Stops
@@ -74,6 +81,8 @@ __all__ = [
     "ResponsesStopStream",
     "awrap_chat",
     "awrap_responses",
+    "truncate_chat",
+    "truncate_response",
     "wrap_chat",
     "wrap_responses",
 ]
@@ -86,13 +95,16 @@ def __dir__() -> list[str]:
 
 _T = TypeVar("_T")
 
-_OPEN, _STOPPED, _FINISHED = 0, 1, 2
 # Top-level fields copied from the latest upstream chunk into a synthesized one.
 _CHUNK_FIELDS = ("id", "object", "created", "model", "system_fingerprint", "service_tier")
 
 
-class ChatMachine(Phases):
+class ChatMachine(IndexedMachine):
     """The Chat Completions adapter over decoded chunks (dicts); see the module docstring."""
+
+    shape: ClassVar[Shape] = "chat"
+    items = "choices"
+    stop_finish = "stop"
 
     def __init__(
         self,
@@ -101,48 +113,16 @@ class ChatMachine(Phases):
         on_stop: OnStop = "close",
         n: int | None = None,
     ) -> None:
-        super().__init__(stops, include_stop, on_stop)
-        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-            raise ValueError(f"n must be a positive int or None, not {n!r}")
-        self._n = n
-        self._filters: dict[int, StopFilter] = {}
-        # The open choices' filters: what the fast paths (``_ChatDriver``, the native SSE
-        # stage) feed, so that a choice has one filter whoever feeds it.
-        self._open: dict[int, StopFilter] = {}
-        self._status: dict[int, int] = {}
-        self.stop_sequences: dict[int, str | None] = {}
-        self.stop_indices: dict[int, int | None] = {}
-        self.finish_reasons: dict[int, str | None] = {}
+        super().__init__(stops, include_stop, on_stop, n, "n")
         self._usage: Any = None  # the latest non-null usage seen
         # The latest chunk with choices: a dict, or (from a fast path, decoded when needed) an
         # SDK object or the chunk's JSON bytes.
         self._template: object = None
         self._drained: JSON | None = None  # the latest usage chunk read while draining
-        self.stopped = False  # every choice stopped or finished, and a stop fired
 
-    @property
-    def complete(self) -> bool:
-        """Every choice has its ``finish_reason`` (``n`` of them when ``n`` is given), or the
-        stream stopped here. ``[DONE]`` is transport and completes nothing."""
-        if self.stopped:
-            return True
-        status = self._status.values()
-        if not status or _OPEN in status:
-            return False
-        return self._n is None or len(self._status) >= self._n
-
-    @property
-    def pending(self) -> dict[int, str]:
-        """Per open choice: the text held back."""
-        return {i: self._filters[i].pending for i, s in self._status.items() if s == _OPEN}
-
-    def text_filters(self) -> list[tuple[Any, StopFilter]]:
-        """The open choices' indices and filters."""
-        return [(i, f) for i, f in self._open.items() if type(i) is int]
-
-    def note_template(self, template: object) -> None:
+    def note_seen(self, seen: object) -> None:
         """A chunk with choices that a fast path handled (SDK object or JSON bytes)."""
-        self._template = template
+        self._template = seen
 
     def feed(self, chunk: JSON) -> list[Emit]:
         phase = self._phase
@@ -159,40 +139,10 @@ class ChatMachine(Phases):
         if not isinstance(choices, list):
             return [(chunk, chunk)]  # not a chunk (an error object, say): pass it on
         self._template = chunk
-        kept: list[Any] = []
-        changed = False
-        for position, choice in enumerate(choices):
-            out = self._choice(choice, position) if isinstance(choice, dict) else choice
-            if out is not choice:
-                changed = True
-            if out is not None:
-                kept.append(out)
-        emitted: JSON | None = chunk
-        if changed:
-            # A chunk whose choices were all dropped goes too, unless it carries usage.
-            dropped = bool(choices) and not kept and usage is None
-            emitted = None if dropped else {**chunk, "choices": kept}
-        if self._every_choice_done():
-            self.stopped = True
-            self._phase = "closing" if self._on_stop == "close" else "draining"
-        return [] if emitted is None else [(emitted, chunk)]
+        return self._feed_items(chunk, choices, usage is not None)
 
-    def _choice(self, choice: JSON, position: int) -> JSON | None:
-        index = choice.get("index")
-        if not isinstance(index, int):
-            index = position
-        status = self._status.get(index)
-        if status is None:
-            status = self._status[index] = _OPEN
-            self._filters[index] = self._open[index] = StopFilter(self._set)
-            self.stop_sequences[index] = None
-            self.stop_indices[index] = None
-            self.finish_reasons[index] = None
-        if status == _STOPPED:
-            return None
-        if status == _FINISHED:
-            return choice
-        f = self._filters[index]
+    def _scan(self, choice: JSON, index: int, stream: TextStream, chunk: JSON) -> JSON | None:
+        f = stream.filter
         delta = choice.get("delta")
         content = delta.get("content") if isinstance(delta, dict) else None
         finish = choice.get("finish_reason")
@@ -200,33 +150,21 @@ class ChatMachine(Phases):
         # below like any other (``finish_reason: "stop"``, ``stop_reason``).
         out = scan(f, content, finish is not None)
         if f.stopped:
-            self._status[index] = _STOPPED
-            self._open.pop(index, None)
-            self.stop_sequences[index] = f.stop_sequence
-            self.stop_indices[index] = f.stop_index
-            self.finish_reasons[index] = "stop"
+            self._stopped(index, stream)
             stopped: JSON = {**choice, "finish_reason": "stop", "stop_reason": f.stop_sequence}
             if out is not None:
                 stopped["delta"] = {**(delta if isinstance(delta, dict) else {}), "content": out}
             return stopped
         if finish is not None:
-            self._status[index] = _FINISHED
-            self._open.pop(index, None)
-            self.finish_reasons[index] = finish if isinstance(finish, str) else str(finish)
+            self._finished(index, stream, finish)
             upstream_stop = choice.get("stop_reason")
             if isinstance(upstream_stop, str):  # a stop applied upstream (vLLM reports it)
-                self.stop_sequences[index] = upstream_stop
+                stream.stop_sequence = upstream_stop
                 if upstream_stop in self._stops:
-                    self.stop_indices[index] = self._stops.index(upstream_stop)
+                    stream.stop_index = self._stops.index(upstream_stop)
         if out is None or out == content:
             return choice
         return {**choice, "delta": {**(delta if isinstance(delta, dict) else {}), "content": out}}
-
-    def _every_choice_done(self) -> bool:
-        status = self._status.values()
-        if _STOPPED not in status or _OPEN in status:
-            return False
-        return self._n is None or len(self._status) >= self._n
 
     def _synthesized(self, choices: list[JSON], usage: Any) -> JSON:
         template = self._template
@@ -272,7 +210,7 @@ class _ChatDriver(ModelDriver):
     def __init__(self, machine: ChatMachine) -> None:
         super().__init__(machine)
         self._chat = machine
-        self._open = machine._open
+        self._open = machine.open_filters
         self._known: dict[type[Any], bool] = {}
 
     def push(self, item: Any) -> list[Any]:
@@ -308,30 +246,19 @@ class _ChatDriver(ModelDriver):
         return super().push(item)
 
 
-class _ChatResult(IndexedResult):
-    """What the chat stream classes report, per choice ``index``, read from their machine."""
+if TYPE_CHECKING:
+    # The stream classes are ``SyncAdapterStream`` / ``AsyncAdapterStream`` reporting their
+    # machine's ``IndexedView``; these names type them as such.
 
-    __slots__ = ()
+    class ChatStopStream(SyncAdapterStream[_T], IndexedView):
+        """Iterator over chat completion chunks with stop sequences applied."""
 
+    class AsyncChatStopStream(AsyncAdapterStream[_T], IndexedView):
+        """Async iterator over chat completion chunks with stop sequences applied."""
 
-class ChatStopStream(SyncAdapterStream[_T], _ChatResult):
-    """Iterator over chat completion chunks with stop sequences applied (see ``wrap_chat``)."""
-
-    __slots__ = ("_machine",)
-
-    def __init__(self, stream: Iterable[_T], machine: ChatMachine) -> None:
-        self._machine = machine
-        super().__init__(stream, _ChatDriver(machine))
-
-
-class AsyncChatStopStream(AsyncAdapterStream[_T], _ChatResult):
-    """Async iterator over chat completion chunks with stop sequences applied."""
-
-    __slots__ = ("_machine",)
-
-    def __init__(self, stream: AsyncIterable[_T], machine: ChatMachine) -> None:
-        self._machine = machine
-        super().__init__(stream, _ChatDriver(machine))
+else:
+    ChatStopStream = SyncAdapterStream
+    AsyncChatStopStream = AsyncAdapterStream
 
 
 def wrap_chat(
@@ -349,7 +276,8 @@ def wrap_chat(
     soon as every choice has stopped) or ``"drain"`` (read it to the end silently, to deliver
     the final usage chunk). ``n``: the number of choices requested, if more than one.
     """
-    return ChatStopStream(stream, ChatMachine(stops, include_stop, on_stop, n))
+    machine = ChatMachine(stops, include_stop, on_stop, n)
+    return ChatStopStream(stream, _ChatDriver(machine), machine.view())
 
 
 def awrap_chat(
@@ -361,7 +289,8 @@ def awrap_chat(
     n: int | None = None,
 ) -> AsyncChatStopStream[_T]:
     """Async twin of ``wrap_chat`` (an ``AsyncStream`` from ``AsyncOpenAI``, say)."""
-    return AsyncChatStopStream(stream, ChatMachine(stops, include_stop, on_stop, n))
+    machine = ChatMachine(stops, include_stop, on_stop, n)
+    return AsyncChatStopStream(stream, _ChatDriver(machine), machine.view())
 
 
 def wrap_responses(
@@ -380,7 +309,8 @@ def wrap_responses(
     or a stop) rather than being dropped. ``on_stop``: ``"close"`` (close the upstream as soon
     as the stop fires) or ``"drain"`` (read it to the end silently, for the real usage).
     """
-    return ResponsesStopStream(stream, ResponsesMachine(stops, include_stop, on_stop))
+    machine = ResponsesMachine(stops, include_stop, on_stop)
+    return ResponsesStopStream(stream, ModelDriver(machine, rebuild_responses), machine.view())
 
 
 def awrap_responses(
@@ -391,4 +321,39 @@ def awrap_responses(
     on_stop: OnStop = "close",
 ) -> AsyncResponsesStopStream[_T]:
     """Async twin of ``wrap_responses`` (an ``AsyncStream`` from ``AsyncOpenAI``, say)."""
-    return AsyncResponsesStopStream(stream, ResponsesMachine(stops, include_stop, on_stop))
+    machine = ResponsesMachine(stops, include_stop, on_stop)
+    return AsyncResponsesStopStream(stream, ModelDriver(machine, rebuild_responses), machine.view())
+
+
+def truncate_chat(completion: Any, stops: Stops, include_stop: bool | None = None) -> Any:
+    """Apply ``stops`` to a non-streaming chat completion, in place, and return it.
+
+    ``completion``: a ``dict`` of the wire shape or an SDK object with the same fields
+    (``ChatCompletion``, LiteLLM's ``ModelResponse``). Each choice's ``message.content`` is cut
+    at its first stop, as the stream adapter cuts a choice; a choice cut here gets
+    ``finish_reason: "stop"`` and ``stop_reason`` naming the stop (as vLLM reports it).
+    """
+    compiled = stop_set(stops, include_stop)
+    choices = _field(completion, "choices")
+    for choice in choices if isinstance(choices, list) else []:
+        message = _field(choice, "message")
+        content = _field(message, "content")
+        if message is None or not isinstance(content, str):
+            continue
+        text, stop = truncate(content, compiled)
+        if stop is not None:
+            _set(message, "content", text)
+            _set(choice, "finish_reason", "stop")
+            _set(choice, "stop_reason", stop)
+    return completion
+
+
+def _field(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+def _set(obj: Any, name: str, value: object) -> None:
+    if isinstance(obj, dict):
+        obj[name] = value
+    else:
+        setattr(obj, name, value)

@@ -64,20 +64,23 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterable, Iterable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from stopstream._adapter import (
     JSON,
     AsyncAdapterStream,
     Emit,
+    Machine,
     OnStop,
+    Shape,
     SyncAdapterStream,
 )
 from stopstream._core import _SSEStage
-from stopstream._responses import ResponsesMachine, ResponsesResult
-from stopstream.anthropic import MessagesMachine, _MessagesResult
-from stopstream.gemini import GeminiMachine, GeminiResult
-from stopstream.openai import ChatMachine, _ChatResult
+from stopstream._indexed import IndexedView
+from stopstream._responses import ResponsesMachine, ResponsesView
+from stopstream.anthropic import MessagesMachine, MessagesView
+from stopstream.gemini import GeminiMachine
+from stopstream.openai import ChatMachine
 
 if TYPE_CHECKING:
     from stopstream._types import Stops
@@ -106,8 +109,6 @@ def __dir__() -> list[str]:
     # The API only: not this module's imports and helpers.
     return sorted(__all__)
 
-
-Machine = ChatMachine | MessagesMachine | ResponsesMachine | GeminiMachine
 
 BytesLike = bytes | bytearray | memoryview
 
@@ -284,9 +285,7 @@ class SSEDriver:
 
     def __init__(self, machine: Machine) -> None:
         self._machine = machine
-        self._openai = isinstance(machine, ChatMachine)  # "data: [DONE]" ends the body
-        # Events the machine adds are written with an ``event:`` line naming their type.
-        self._named = isinstance(machine, (MessagesMachine, ResponsesMachine))
+        self._openai, self._named = _FRAMING[machine.shape]
         self._parser = SSEParser()
         self._ended = False  # nothing more is written
         self._done = False  # "data: [DONE]" written
@@ -318,7 +317,7 @@ class SSEDriver:
     def _slow(self, event: Event, eol: bytes, seen: bytes | int | None) -> bytes:
         """One event the native stage does not handle itself."""
         if seen is not None:
-            self._seen(seen)
+            self._machine.note_seen(seen)
         out = bytearray()
         self._event(event, out, eol or b"\n")
         return bytes(out)
@@ -330,13 +329,12 @@ class SSEDriver:
         machine = self._machine
         fast = not self._ended and machine.open
         streams = machine.text_filters() if fast else []
-        floor = machine.sequence if isinstance(machine, ResponsesMachine) else None
-        return fast, machine.closing, streams, floor
+        return fast, machine.closing, streams, machine.sequence
 
     def _end(self, eol: bytes, seen: bytes | int | None) -> bytes:
         """The end of the body: the events the machine still owes."""
         if seen is not None:
-            self._seen(seen)
+            self._machine.note_seen(seen)
         out = bytearray()
         if not self._ended:
             eol = eol or b"\n"
@@ -345,13 +343,6 @@ class SSEDriver:
             if self._openai and self._machine.stopped and not self._done:
                 out += b"data: [DONE]" + eol * 2
         return bytes(out)
-
-    def _seen(self, seen: bytes | int) -> None:
-        machine = self._machine
-        if isinstance(machine, ChatMachine):
-            machine.note_template(seen)
-        elif isinstance(machine, ResponsesMachine) and isinstance(seen, int):
-            machine.note_sequence(seen)
 
     # --- the rules ----------------------------------------------------------------------------
 
@@ -405,58 +396,55 @@ class SSEDriver:
                 out += b"data: " + _dumps(value) + eol + eol
 
 
-_SHAPES: dict[type[Any], Literal["chat", "messages", "responses", "gemini"]] = {
-    ChatMachine: "chat",
-    MessagesMachine: "messages",
-    ResponsesMachine: "responses",
-    GeminiMachine: "gemini",
+_FRAMING: dict[Shape, tuple[bool, bool]] = {
+    # (``data: [DONE]`` ends the body and follows a stop, the events a machine adds are
+    # written with an ``event:`` line naming their type)
+    "chat": (True, False),
+    "messages": (False, True),
+    "responses": (False, True),
+    "gemini": (False, False),
 }
 
 
 def native_stage(machine: Machine) -> _SSEStage:
     """The stage the SSE streams run: native parsing, ``SSEDriver`` for all but the common
     event."""
-    return _SSEStage(SSEDriver(machine), _SHAPES[type(machine)], Event)
+    return _SSEStage(SSEDriver(machine), machine.shape, Event)
 
 
-class OpenAISSEStream(SyncAdapterStream[bytes], _ChatResult):
-    """Iterator over a Chat Completions SSE body with stop sequences applied."""
+if TYPE_CHECKING:
+    # The SSE streams are ``SyncAdapterStream`` / ``AsyncAdapterStream`` over the native
+    # stage, reporting their machine's view; these names type them as such.
 
-    __slots__ = ("_machine",)
+    class OpenAISSEStream(SyncAdapterStream[bytes], IndexedView):
+        """Iterator over a Chat Completions SSE body with stop sequences applied."""
 
-    def __init__(self, body: Iterable[Any], machine: ChatMachine) -> None:
-        self._machine = machine
-        super().__init__(body, native_stage(machine))
+    class AsyncOpenAISSEStream(AsyncAdapterStream[bytes], IndexedView):
+        """Async iterator over a Chat Completions SSE body with stop sequences applied."""
 
+    class AnthropicSSEStream(SyncAdapterStream[bytes], MessagesView):
+        """Iterator over a Messages SSE body with stop sequences applied."""
 
-class AsyncOpenAISSEStream(AsyncAdapterStream[bytes], _ChatResult):
-    """Async iterator over a Chat Completions SSE body with stop sequences applied."""
+    class AsyncAnthropicSSEStream(AsyncAdapterStream[bytes], MessagesView):
+        """Async iterator over a Messages SSE body with stop sequences applied."""
 
-    __slots__ = ("_machine",)
+    class ResponsesSSEStream(SyncAdapterStream[bytes], ResponsesView):
+        """Iterator over a Responses API SSE body with stop sequences applied."""
 
-    def __init__(self, body: AsyncIterable[Any], machine: ChatMachine) -> None:
-        self._machine = machine
-        super().__init__(body, native_stage(machine))
+    class AsyncResponsesSSEStream(AsyncAdapterStream[bytes], ResponsesView):
+        """Async iterator over a Responses API SSE body with stop sequences applied."""
 
+    class GeminiSSEStream(SyncAdapterStream[bytes], IndexedView):
+        """Iterator over a Gemini ``alt=sse`` body with stop sequences applied."""
 
-class AnthropicSSEStream(SyncAdapterStream[bytes], _MessagesResult):
-    """Iterator over a Messages SSE body with stop sequences applied."""
+    class AsyncGeminiSSEStream(AsyncAdapterStream[bytes], IndexedView):
+        """Async iterator over a Gemini ``alt=sse`` body with stop sequences applied."""
 
-    __slots__ = ("_machine",)
-
-    def __init__(self, body: Iterable[Any], machine: MessagesMachine) -> None:
-        self._machine = machine
-        super().__init__(body, native_stage(machine))
-
-
-class AsyncAnthropicSSEStream(AsyncAdapterStream[bytes], _MessagesResult):
-    """Async iterator over a Messages SSE body with stop sequences applied."""
-
-    __slots__ = ("_machine",)
-
-    def __init__(self, body: AsyncIterable[Any], machine: MessagesMachine) -> None:
-        self._machine = machine
-        super().__init__(body, native_stage(machine))
+else:
+    OpenAISSEStream = AnthropicSSEStream = SyncAdapterStream
+    ResponsesSSEStream = GeminiSSEStream = SyncAdapterStream
+    AsyncOpenAISSEStream = AsyncAnthropicSSEStream = AsyncAdapterStream
+    AsyncResponsesSSEStream = AsyncGeminiSSEStream = AsyncAdapterStream
 
 
 def wrap_openai(
@@ -471,7 +459,8 @@ def wrap_openai(
 
     The result reports ``stop_sequences`` per choice like ``stopstream.openai.wrap_chat``.
     """
-    return OpenAISSEStream(body, ChatMachine(stops, include_stop, on_stop, n))
+    machine = ChatMachine(stops, include_stop, on_stop, n)
+    return OpenAISSEStream(body, native_stage(machine), machine.view())
 
 
 def awrap_openai(
@@ -483,7 +472,8 @@ def awrap_openai(
     n: int | None = None,
 ) -> AsyncOpenAISSEStream:
     """Async twin of ``wrap_openai`` (``httpx.Response.aiter_bytes()``, say)."""
-    return AsyncOpenAISSEStream(body, ChatMachine(stops, include_stop, on_stop, n))
+    machine = ChatMachine(stops, include_stop, on_stop, n)
+    return AsyncOpenAISSEStream(body, native_stage(machine), machine.view())
 
 
 def wrap_anthropic(
@@ -497,7 +487,8 @@ def wrap_anthropic(
 
     The result reports ``stop_sequence`` like ``stopstream.anthropic.wrap_messages``.
     """
-    return AnthropicSSEStream(body, MessagesMachine(stops, include_stop, on_stop))
+    machine = MessagesMachine(stops, include_stop, on_stop)
+    return AnthropicSSEStream(body, native_stage(machine), machine.view())
 
 
 def awrap_anthropic(
@@ -508,47 +499,8 @@ def awrap_anthropic(
     on_stop: OnStop = "close",
 ) -> AsyncAnthropicSSEStream:
     """Async twin of ``wrap_anthropic``."""
-    return AsyncAnthropicSSEStream(body, MessagesMachine(stops, include_stop, on_stop))
-
-
-class ResponsesSSEStream(SyncAdapterStream[bytes], ResponsesResult):
-    """Iterator over a Responses API SSE body with stop sequences applied."""
-
-    __slots__ = ("_machine",)
-
-    def __init__(self, body: Iterable[Any], machine: ResponsesMachine) -> None:
-        self._machine = machine
-        super().__init__(body, native_stage(machine))
-
-
-class AsyncResponsesSSEStream(AsyncAdapterStream[bytes], ResponsesResult):
-    """Async iterator over a Responses API SSE body with stop sequences applied."""
-
-    __slots__ = ("_machine",)
-
-    def __init__(self, body: AsyncIterable[Any], machine: ResponsesMachine) -> None:
-        self._machine = machine
-        super().__init__(body, native_stage(machine))
-
-
-class GeminiSSEStream(SyncAdapterStream[bytes], GeminiResult):
-    """Iterator over a Gemini ``alt=sse`` body with stop sequences applied."""
-
-    __slots__ = ("_machine",)
-
-    def __init__(self, body: Iterable[Any], machine: GeminiMachine) -> None:
-        self._machine = machine
-        super().__init__(body, native_stage(machine))
-
-
-class AsyncGeminiSSEStream(AsyncAdapterStream[bytes], GeminiResult):
-    """Async iterator over a Gemini ``alt=sse`` body with stop sequences applied."""
-
-    __slots__ = ("_machine",)
-
-    def __init__(self, body: AsyncIterable[Any], machine: GeminiMachine) -> None:
-        self._machine = machine
-        super().__init__(body, native_stage(machine))
+    machine = MessagesMachine(stops, include_stop, on_stop)
+    return AsyncAnthropicSSEStream(body, native_stage(machine), machine.view())
 
 
 def wrap_responses(
@@ -563,7 +515,8 @@ def wrap_responses(
     The result reports ``stop_sequence`` and ``complete`` like
     ``stopstream.openai.wrap_responses``.
     """
-    return ResponsesSSEStream(body, ResponsesMachine(stops, include_stop, on_stop))
+    machine = ResponsesMachine(stops, include_stop, on_stop)
+    return ResponsesSSEStream(body, native_stage(machine), machine.view())
 
 
 def awrap_responses(
@@ -574,7 +527,8 @@ def awrap_responses(
     on_stop: OnStop = "close",
 ) -> AsyncResponsesSSEStream:
     """Async twin of ``wrap_responses``."""
-    return AsyncResponsesSSEStream(body, ResponsesMachine(stops, include_stop, on_stop))
+    machine = ResponsesMachine(stops, include_stop, on_stop)
+    return AsyncResponsesSSEStream(body, native_stage(machine), machine.view())
 
 
 def wrap_gemini(
@@ -590,7 +544,8 @@ def wrap_gemini(
     The result reports ``stop_sequences`` per candidate and ``complete`` like
     ``stopstream.gemini.wrap``.
     """
-    return GeminiSSEStream(body, GeminiMachine(stops, include_stop, on_stop, candidate_count))
+    machine = GeminiMachine(stops, include_stop, on_stop, candidate_count)
+    return GeminiSSEStream(body, native_stage(machine), machine.view())
 
 
 def awrap_gemini(
@@ -602,4 +557,5 @@ def awrap_gemini(
     candidate_count: int | None = None,
 ) -> AsyncGeminiSSEStream:
     """Async twin of ``wrap_gemini``."""
-    return AsyncGeminiSSEStream(body, GeminiMachine(stops, include_stop, on_stop, candidate_count))
+    machine = GeminiMachine(stops, include_stop, on_stop, candidate_count)
+    return AsyncGeminiSSEStream(body, native_stage(machine), machine.view())
