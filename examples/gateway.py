@@ -42,7 +42,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
-from typing import Any, Literal, cast
+from typing import Any, Literal, NamedTuple, Protocol, cast
 
 import anyio
 import httpx
@@ -53,8 +53,12 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 import stopstream
+from stopstream.anthropic import truncate_message
+from stopstream.openai import truncate_chat, truncate_response
 from stopstream.providers import split_stops
 from stopstream.sse import awrap_anthropic, awrap_openai, awrap_responses
+
+OnStop = Literal["close", "drain"]
 
 # Request headers passed on to the upstream (credentials and API selectors).
 FORWARDED_HEADERS = (
@@ -149,14 +153,70 @@ class UpstreamPool:
         await self._stack.aclose()
 
 
-def _openai_error(status: int, message: str, param: str | None = None) -> Response:
+def _openai_error(status: int, message: str, param: str | None) -> Response:
     error = {"message": message, "type": "invalid_request_error", "param": param, "code": None}
     return JSONResponse({"error": error}, status_code=status)
 
 
-def _anthropic_error(status: int, message: str) -> Response:
+def _anthropic_error(status: int, message: str, _param: str | None) -> Response:
     error = {"type": "invalid_request_error", "message": message}
     return JSONResponse({"type": "error", "error": error}, status_code=status)
+
+
+class ClientBody(AsyncIterable[bytes], Protocol):
+    """What an API's ``wrap`` returns: the SSE body for the client, closed after the call."""
+
+    async def aclose(self) -> None: ...
+
+
+class Api(NamedTuple):
+    """One API the gateway serves: where its stops are in a request, how it answers an error,
+    and the stopstream functions that enforce the stops on its streamed and whole responses."""
+
+    path: str
+    stop_field: str  # the request's stop list
+    stop_error: str  # the message of a bad stop list (``{}``: the error)
+    stop_param: str | None  # the ``param`` an OpenAI-style error names
+    error: Callable[[int, str, str | None], Response]
+    truncate: Callable[[Any, stopstream.StopSet], Any]
+    # (upstream body, stops, on_stop, request payload) -> the client's body
+    wrap: Callable[[UpstreamBody, stopstream.StopSet, OnStop, dict[str, Any]], ClientBody]
+
+
+def _choices(payload: dict[str, Any]) -> int | None:
+    n = payload.get("n")
+    return n if isinstance(n, int) and n > 1 else None
+
+
+CHAT = Api(
+    "/v1/chat/completions",
+    "stop",
+    "Invalid 'stop': {}",
+    "stop",
+    _openai_error,
+    truncate_chat,
+    lambda body, stops, on_stop, payload: awrap_openai(
+        body, stops, on_stop=on_stop, n=_choices(payload)
+    ),
+)
+MESSAGES = Api(
+    "/v1/messages",
+    "stop_sequences",
+    "stop_sequences: {}",
+    None,
+    _anthropic_error,
+    truncate_message,
+    lambda body, stops, on_stop, _payload: awrap_anthropic(body, stops, on_stop=on_stop),
+)
+RESPONSES = Api(
+    "/v1/responses",
+    "stop",
+    "Invalid 'stop': {}",
+    "stop",
+    _openai_error,
+    truncate_response,
+    lambda body, stops, on_stop, _payload: awrap_responses(body, stops, on_stop=on_stop),
+)
 
 
 def create_app(
@@ -232,121 +292,50 @@ def create_app(
         media_type = response.headers.get("content-type", "application/json")
         return Response(content, status_code=response.status_code, media_type=media_type)
 
-    async def chat_completions(request: Request) -> Response:
-        try:
-            payload = await request.json()
-        except ValueError:
-            return _openai_error(400, "The request body is not valid JSON.")
-        if not isinstance(payload, dict):
-            return _openai_error(400, "The request body must be a JSON object.")
-        try:
-            stops = stopstream.StopSet(payload.get("stop"))
-            to_upstream, _rest = split_stops(stops, stop_limit, _model(payload))
-        except (TypeError, ValueError) as exc:
-            return _openai_error(400, f"Invalid 'stop': {exc}", "stop")
-        if to_upstream:
-            payload["stop"] = to_upstream
-        else:
-            payload.pop("stop", None)
-        stream = bool(payload.get("stream"))
-
-        async def call(closing: contextlib.AsyncExitStack) -> Response | AsyncIterable[bytes]:
-            url = f"{upstream}/chat/completions"
+    def route(api: Api, url: str, stop_limit: int | str | None) -> Route:
+        async def endpoint(request: Request) -> Response:
             try:
-                response = await forward(request, url, payload, stream, closing)
-            except httpx.PoolTimeout:
-                return _openai_error(503, "The gateway is at its upstream connection limit.")
-            except httpx.HTTPError as exc:
-                return _openai_error(502, f"Upstream error: {type(exc).__name__}: {exc}")
-            if response.status_code != 200:
-                return await passthrough(response)
-            if not stream:
-                return JSONResponse(_truncate_completion(response.json(), stops))
-            n = payload.get("n")
-            body = awrap_openai(
-                UpstreamBody(response),
-                stops,
-                on_stop=on_stop,
-                n=n if isinstance(n, int) and n > 1 else None,
-            )
-            closing.push_async_callback(body.aclose)
-            return body
-
-        return Exchange(call)
-
-    async def messages(request: Request) -> Response:
-        try:
-            payload = await request.json()
-        except ValueError:
-            return _anthropic_error(400, "The request body is not valid JSON.")
-        if not isinstance(payload, dict):
-            return _anthropic_error(400, "The request body must be a JSON object.")
-        try:
-            stops = stopstream.StopSet(payload.get("stop_sequences"))
-            to_upstream, _rest = split_stops(stops, anthropic_stop_limit, _model(payload))
-        except (TypeError, ValueError) as exc:
-            return _anthropic_error(400, f"stop_sequences: {exc}")
-        if to_upstream:
-            payload["stop_sequences"] = to_upstream
-        else:
-            payload.pop("stop_sequences", None)
-        stream = bool(payload.get("stream"))
-
-        async def call(closing: contextlib.AsyncExitStack) -> Response | AsyncIterable[bytes]:
-            url = f"{anthropic_upstream}/v1/messages"
+                payload = await request.json()
+            except ValueError:
+                return api.error(400, "The request body is not valid JSON.", None)
+            if not isinstance(payload, dict):
+                return api.error(400, "The request body must be a JSON object.", None)
             try:
-                response = await forward(request, url, payload, stream, closing)
-            except httpx.PoolTimeout:
-                return _anthropic_error(503, "The gateway is at its upstream connection limit.")
-            except httpx.HTTPError as exc:
-                return _anthropic_error(502, f"Upstream error: {type(exc).__name__}: {exc}")
-            if response.status_code != 200:
-                return await passthrough(response)
-            if not stream:
-                return JSONResponse(_truncate_message(response.json(), stops))
-            body = awrap_anthropic(UpstreamBody(response), stops, on_stop=on_stop)
-            closing.push_async_callback(body.aclose)
-            return body
+                stops = stopstream.StopSet(payload.get(api.stop_field))
+                to_upstream, _rest = split_stops(stops, stop_limit, _model(payload))
+            except (TypeError, ValueError) as exc:
+                return api.error(400, api.stop_error.format(exc), api.stop_param)
+            if to_upstream:
+                payload[api.stop_field] = to_upstream
+            else:
+                payload.pop(api.stop_field, None)
+            stream = bool(payload.get("stream"))
 
-        return Exchange(call)
+            async def call(closing: contextlib.AsyncExitStack) -> Response | AsyncIterable[bytes]:
+                try:
+                    response = await forward(request, url, payload, stream, closing)
+                except httpx.PoolTimeout:
+                    return api.error(503, "The gateway is at its upstream connection limit.", None)
+                except httpx.HTTPError as exc:
+                    return api.error(502, f"Upstream error: {type(exc).__name__}: {exc}", None)
+                if response.status_code != 200:
+                    return await passthrough(response)
+                if not stream:
+                    return JSONResponse(api.truncate(response.json(), stops))
+                body = api.wrap(UpstreamBody(response), stops, on_stop, payload)
+                closing.push_async_callback(body.aclose)
+                return body
 
-    async def responses(request: Request) -> Response:
-        try:
-            payload = await request.json()
-        except ValueError:
-            return _openai_error(400, "The request body is not valid JSON.")
-        if not isinstance(payload, dict):
-            return _openai_error(400, "The request body must be a JSON object.")
-        try:
-            # The Responses API has no `stop`: every stop is enforced here, none sent upstream.
-            stops = stopstream.StopSet(payload.pop("stop", None))
-        except (TypeError, ValueError) as exc:
-            return _openai_error(400, f"Invalid 'stop': {exc}", "stop")
-        stream = bool(payload.get("stream"))
+            return Exchange(call)
 
-        async def call(closing: contextlib.AsyncExitStack) -> Response | AsyncIterable[bytes]:
-            url = f"{upstream}/responses"
-            try:
-                response = await forward(request, url, payload, stream, closing)
-            except httpx.PoolTimeout:
-                return _openai_error(503, "The gateway is at its upstream connection limit.")
-            except httpx.HTTPError as exc:
-                return _openai_error(502, f"Upstream error: {type(exc).__name__}: {exc}")
-            if response.status_code != 200:
-                return await passthrough(response)
-            if not stream:
-                return JSONResponse(_truncate_response(response.json(), stops))
-            body = awrap_responses(UpstreamBody(response), stops, on_stop=on_stop)
-            closing.push_async_callback(body.aclose)
-            return body
-
-        return Exchange(call)
+        return Route(api.path, endpoint, methods=["POST"])
 
     return Starlette(
         routes=[
-            Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-            Route("/v1/messages", messages, methods=["POST"]),
-            Route("/v1/responses", responses, methods=["POST"]),
+            route(CHAT, f"{upstream}/chat/completions", stop_limit),
+            route(MESSAGES, f"{anthropic_upstream}/v1/messages", anthropic_stop_limit),
+            # The Responses API has no `stop`: every stop is enforced here, none sent upstream.
+            route(RESPONSES, f"{upstream}/responses", 0),
         ],
         lifespan=lifespan,
     )
@@ -415,63 +404,6 @@ async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> N
     while (await receive())["type"] != "http.disconnect":
         pass
     scope.cancel()
-
-
-def _truncate_completion(data: Any, stops: stopstream.StopSet) -> Any:
-    """Apply the stops to a non-streaming chat completion."""
-    choices = data.get("choices") if isinstance(data, dict) else None
-    for choice in choices if isinstance(choices, list) else []:
-        message = choice.get("message") if isinstance(choice, dict) else None
-        if not isinstance(message, dict) or not isinstance(message.get("content"), str):
-            continue
-        text, stop = stopstream.truncate(message["content"], stops)
-        if stop is not None:
-            message["content"] = text
-            choice["finish_reason"] = "stop"
-            choice["stop_reason"] = stop
-    return data
-
-
-def _truncate_message(data: Any, stops: stopstream.StopSet) -> Any:
-    """Apply the stops to a non-streaming message: the first text block with a stop ends it."""
-    content = data.get("content") if isinstance(data, dict) else None
-    if not isinstance(content, list):
-        return data
-    for position, block in enumerate(content):
-        if not (isinstance(block, dict) and block.get("type") == "text"):
-            continue
-        text, stop = stopstream.truncate(block.get("text") or "", stops)
-        if stop is not None:
-            block["text"] = text
-            del content[position + 1 :]
-            data["stop_reason"] = "stop_sequence"
-            data["stop_sequence"] = stop
-            break
-    return data
-
-
-def _truncate_response(data: Any, stops: stopstream.StopSet) -> Any:
-    """Apply the stops to a non-streaming Responses API response, each output text on its own
-    (as the stream adapter does): the first one with a stop is cut and ends the response."""
-    output = data.get("output") if isinstance(data, dict) else None
-    if not isinstance(output, list):
-        return data
-    for position, item in enumerate(output):
-        content = item.get("content") if isinstance(item, dict) else None
-        if item.get("type") != "message" or not isinstance(content, list):
-            continue
-        for index, part in enumerate(content):
-            if not (isinstance(part, dict) and part.get("type") == "output_text"):
-                continue
-            text, stop = stopstream.truncate(part.get("text") or "", stops)
-            if stop is not None:
-                part["text"] = text
-                del content[index + 1 :]
-                del output[position + 1 :]
-                item["status"] = "completed"
-                data.update(status="completed", incomplete_details=None, stop_sequence=stop)
-                return data
-    return data
 
 
 def _model(payload: dict[str, Any]) -> str | None:

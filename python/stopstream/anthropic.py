@@ -61,7 +61,6 @@ if TYPE_CHECKING:
 __all__ = [
     "AsyncMessagesStopStream",
     "MessagesStopStream",
-    "MessagesView",
     "awrap_messages",
     "truncate_message",
     "wrap_messages",

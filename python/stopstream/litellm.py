@@ -18,8 +18,8 @@ For each chat completion request with ``stop`` (``/v1/chat/completions``):
   ``provider_specific_fields: {"stop_reason": ...}``, without which the proxy's fast chunk
   writer would drop it), and the upstream stream is closed at once (which drops the provider
   connection and ends generation there);
-- non-streamed responses are cut with ``stopstream.truncate``, the choice given
-  ``finish_reason: "stop"`` and ``stop_reason``.
+- non-streamed responses are cut with ``stopstream.openai.truncate_chat`` (a cut choice gets
+  ``finish_reason: "stop"`` and ``stop_reason`` naming the stop).
 
 These are proxy hooks: registered in the LiteLLM SDK (``litellm.callbacks``), the callback does
 nothing; wrap the SDK's stream with ``stopstream.openai.wrap_chat`` instead (``docs/litellm.md``).
@@ -43,7 +43,7 @@ from typing import Any
 from litellm.integrations.custom_logger import CustomLogger
 
 import stopstream
-from stopstream.openai import awrap_chat
+from stopstream.openai import awrap_chat, truncate_chat
 from stopstream.providers import PROVIDERS, split_stops
 
 __all__ = ["PROVIDER_NAMES", "StopstreamCallback", "callback"]
@@ -170,16 +170,7 @@ class StopstreamCallback(CustomLogger):
         stops = _stops_of(data)
         if not stops:
             return response
-        for choice in getattr(response, "choices", None) or []:
-            message = getattr(choice, "message", None)
-            content = getattr(message, "content", None)
-            if message is None or not isinstance(content, str):
-                continue
-            text, stop = stopstream.truncate(content, stops)
-            if stop is not None:
-                message.content = text
-                choice.finish_reason = "stop"
-                choice.stop_reason = stop
+        truncate_chat(response, stops)
         return response
 
 
