@@ -41,6 +41,8 @@ PUBLIC: dict[str, list[str]] = {
         "ResponsesStopStream",
         "awrap_chat",
         "awrap_responses",
+        "truncate_chat",
+        "truncate_response",
         "wrap_chat",
         "wrap_responses",
     ],
@@ -48,6 +50,7 @@ PUBLIC: dict[str, list[str]] = {
         "AsyncMessagesStopStream",
         "MessagesStopStream",
         "awrap_messages",
+        "truncate_message",
         "wrap_messages",
     ],
     "stopstream.gemini": [

@@ -59,7 +59,7 @@ from stopstream._indexed import IndexedMachine, IndexedView, TextStream
 if TYPE_CHECKING:
     from stopstream._types import Stops
 
-__all__ = ["AsyncGeminiStopStream", "GeminiStopStream", "awrap", "wrap"]
+__all__ = ["AsyncGeminiStopStream", "GeminiMachine", "GeminiStopStream", "awrap", "wrap"]
 
 
 def __dir__() -> list[str]:
