@@ -18,7 +18,7 @@ class, private state and helper methods survive (LiteLLM's ``ModelResponseStream
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterable, Callable, Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
@@ -433,13 +433,11 @@ class SyncAdapterStream(Generic[_Out]):
         self._view = view
         self._pull = pull(source, stage)
 
-    def __iter__(self) -> Self:
-        return self
+    def __iter__(self) -> Iterator[_Out]:
+        # The native driver itself: a ``for`` loop then pulls with no Python frame per item.
+        return self._pull
 
     def __next__(self) -> _Out:
-        # The stream is its own iterator, so each item costs this one Python frame on top of
-        # the native pull: 0.11 µs of CPU per SSE event (one event per chunk) against 0.30 to
-        # 0.50 µs for the pull alone. A subclassable native driver would remove it.
         return next(self._pull)  # type: ignore[no-any-return]
 
     def __getattr__(self, name: str) -> Any:
