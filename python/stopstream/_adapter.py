@@ -416,7 +416,27 @@ def _view_names(view: View) -> list[str]:
 # --- the streams ------------------------------------------------------------------------------
 
 
-class SyncAdapterStream(Generic[_Out]):
+class _ViewAttributes:
+    """What both adapter stream classes report beyond their own names: the machine's view
+    (read only for names the class lacks, so the stream's own attributes cost nothing)."""
+
+    __slots__ = ()
+    _view: View | None
+
+    def __getattr__(self, name: str) -> Any:
+        if name[:1] != "_":
+            try:
+                return getattr(self._view, name)
+            except AttributeError:
+                pass
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __dir__(self) -> list[str]:
+        names = object.__dir__(self)
+        return sorted({*names, *_view_names(self._view)} if self._view is not None else names)
+
+
+class SyncAdapterStream(_ViewAttributes, Generic[_Out]):
     """Iterator over a stage's output, fed from a sync upstream by the stream lifecycle.
 
     The pulls run in the native driver (``stopstream._core.StopStream``), the one that ``wrap``
@@ -440,19 +460,6 @@ class SyncAdapterStream(Generic[_Out]):
     def __next__(self) -> _Out:
         return next(self._pull)  # type: ignore[no-any-return]
 
-    def __getattr__(self, name: str) -> Any:
-        # Only for names the class lacks: what the machine's view reports.
-        if name[:1] != "_":
-            try:
-                return getattr(self._view, name)
-            except AttributeError:
-                pass
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-    def __dir__(self) -> list[str]:
-        names = object.__dir__(self)
-        return sorted({*names, *_view_names(self._view)} if self._view is not None else names)
-
     def close(self) -> None:
         """End the stream and close the upstream (once; later calls do nothing).
 
@@ -472,7 +479,7 @@ class SyncAdapterStream(Generic[_Out]):
         self.close()
 
 
-class AsyncAdapterStream(AsyncPull[_Out]):
+class AsyncAdapterStream(_ViewAttributes, AsyncPull[_Out]):
     """Async twin of ``SyncAdapterStream``: ``aclose()``, ``async with``, the same rules, the
     same view."""
 
@@ -483,15 +490,3 @@ class AsyncAdapterStream(AsyncPull[_Out]):
             raise TypeError(f"stream must be an async iterable, not {type(source).__name__}")
         self._view = view
         super().__init__(source, stage)
-
-    def __getattr__(self, name: str) -> Any:
-        if name[:1] != "_":
-            try:
-                return getattr(self._view, name)
-            except AttributeError:
-                pass
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-    def __dir__(self) -> list[str]:
-        names = object.__dir__(self)
-        return sorted({*names, *_view_names(self._view)} if self._view is not None else names)
