@@ -53,7 +53,9 @@
 
 mod automaton;
 mod byteset;
+mod compiled;
 mod error;
+mod filter;
 mod matcher;
 mod prefilter;
 mod regex;
@@ -71,7 +73,9 @@ mod py;
 
 pub use crate::automaton::{Hit, Step};
 pub use crate::byteset::{byte_set, HEAD};
+pub use crate::compiled::CompiledStops;
 pub use crate::error::{DecodeError, Error};
+pub use crate::filter::{Filter, Output, Saved};
 pub use crate::matcher::{regex_max_len, MatchStream, Matcher, StopKind, StopSpec};
 pub use crate::stopset::StopSet;
 pub use crate::stream::{ByteOut, ByteStream, Emit, Status, TextMatcher, TextStream};

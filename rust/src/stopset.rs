@@ -1,7 +1,6 @@
-//! The compiled literal stop list ([`StopSet`]) and the process-wide cache of recent lists.
+//! The compiled literal stop list ([`StopSet`]).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use crate::automaton::{self, Automaton, Step};
 use crate::error::Error;
@@ -55,36 +54,6 @@ impl StopSet {
             patterns.push(Box::from(s));
         }
         Ok(patterns)
-    }
-
-    /// Like [`StopSet::new`], but returns a shared instance when the same list was compiled
-    /// recently. The cache is bounded (it is emptied when it grows past 512 lists or 64 MiB).
-    pub fn cached<B: AsRef<[u8]>>(stops: &[B]) -> Result<Arc<StopSet>, Error> {
-        static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
-        let key = hash_stops(stops);
-        let cache = CACHE.get_or_init(|| Mutex::new(Cache::default()));
-        {
-            let guard = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            if let Some(hit) = guard.map.get(&key).and_then(|v| v.iter().find(|s| s.is(stops))) {
-                return Ok(Arc::clone(hit));
-            }
-        }
-        // Compile outside the lock: a 10,000-stop list must not stall other threads.
-        let set = Arc::new(StopSet::new(stops)?);
-        let mut guard = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let size = set.automaton.heap_bytes();
-        if guard.entries >= 512 || guard.bytes + size > 64 << 20 {
-            *guard = Cache::default();
-        }
-        guard.entries += 1;
-        guard.bytes += size;
-        guard.map.entry(key).or_default().push(Arc::clone(&set));
-        Ok(set)
-    }
-
-    fn is<B: AsRef<[u8]>>(&self, stops: &[B]) -> bool {
-        let pats = self.automaton.patterns();
-        pats.len() == stops.len() && pats.iter().zip(stops).all(|(p, s)| **p == *s.as_ref())
     }
 
     /// The empty stop list, shared.
@@ -149,36 +118,10 @@ impl StopSet {
     }
 }
 
-#[derive(Default)]
-struct Cache {
-    map: HashMap<u64, Vec<Arc<StopSet>>>,
-    entries: usize,
-    bytes: usize,
-}
-
-/// A fast, non-cryptographic hash of a stop list (the key is compared in full on a hit, so
-/// collisions only cost a comparison). SipHash, the standard library's default, was a tenth of
-/// the cost of constructing a filter for a short, cached list.
-fn hash_stops<B: AsRef<[u8]>>(stops: &[B]) -> u64 {
-    const K: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mix = |h: u64, w: u64| (h.rotate_left(5) ^ w).wrapping_mul(K);
-    let mut h = mix(0, stops.len() as u64);
-    for s in stops {
-        let s = s.as_ref();
-        h = mix(h, s.len() as u64);
-        let mut words = s.chunks_exact(8);
-        for w in &mut words {
-            h = mix(h, u64::from_le_bytes(w.try_into().unwrap_or([0; 8])));
-        }
-        let mut last = [0u8; 8];
-        last[..words.remainder().len()].copy_from_slice(words.remainder());
-        h = mix(h, u64::from_le_bytes(last));
-    }
-    h
-}
-
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
 
     #[test]

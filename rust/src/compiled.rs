@@ -1,0 +1,193 @@
+//! A compiled stop list of either kind ([`CompiledStops`]), and the one process-wide cache of
+//! compiled lists: a gateway builds a filter per request, usually from the same few lists, and
+//! compiles each once.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::error::Error;
+use crate::matcher::{Matcher, StopKind, StopSpec};
+use crate::stopset::StopSet;
+
+/// A compiled stop list of either kind, shared by reference count.
+#[derive(Clone, Debug)]
+pub enum CompiledStops {
+    /// Plain strings: the literal automaton.
+    Literal(Arc<StopSet>),
+    /// `Stop` or `Regex` items, or skip regions: the composed matcher (contract §6).
+    Composed(Arc<Matcher>),
+}
+
+impl CompiledStops {
+    /// Compiles plain stops, or returns the same list compiled recently (the cache below).
+    pub fn literal<B: AsRef<[u8]>>(stops: &[B]) -> Result<CompiledStops, Error> {
+        StopSet::cached(stops).map(CompiledStops::Literal)
+    }
+
+    /// Compiles a composed list (see [`Matcher::new`]), or returns the same list compiled
+    /// recently.
+    pub fn composed(
+        specs: &[StopSpec<'_>],
+        until: Option<&[u8]>,
+        pairs: &[(&[u8], &[u8])],
+    ) -> Result<CompiledStops, Error> {
+        Matcher::cached(specs, until, pairs).map(CompiledStops::Composed)
+    }
+
+    /// The number of stops.
+    pub fn len(&self) -> usize {
+        match self {
+            CompiledStops::Literal(s) => s.len(),
+            CompiledStops::Composed(m) => m.len(),
+        }
+    }
+
+    /// Whether the list has no stop.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether this is the composed matcher.
+    pub fn is_composed(&self) -> bool {
+        matches!(self, CompiledStops::Composed(_))
+    }
+
+    /// The literal automaton, when the list is literal.
+    pub fn literal_set(&self) -> Option<&Arc<StopSet>> {
+        match self {
+            CompiledStops::Literal(s) => Some(s),
+            CompiledStops::Composed(_) => None,
+        }
+    }
+
+    /// The composed matcher, when the list is composed.
+    pub fn matcher(&self) -> Option<&Arc<Matcher>> {
+        match self {
+            CompiledStops::Composed(m) => Some(m),
+            CompiledStops::Literal(_) => None,
+        }
+    }
+}
+
+impl StopSet {
+    /// Like [`StopSet::new`], but returns a shared instance when the same list was compiled
+    /// recently (the one cache of compiled lists, bounded: emptied past 512 lists or 64 MiB).
+    pub fn cached<B: AsRef<[u8]>>(stops: &[B]) -> Result<Arc<StopSet>, Error> {
+        let mut key = Vec::new();
+        for s in stops {
+            push_field(&mut key, 7, s.as_ref());
+        }
+        let compiled = get_or_compile(&key, || {
+            StopSet::new(stops).map(|s| CompiledStops::Literal(Arc::new(s)))
+        })?;
+        match compiled {
+            CompiledStops::Literal(set) => Ok(set),
+            // Literal keys are tagged apart from composed ones.
+            CompiledStops::Composed(_) => StopSet::new(stops).map(Arc::new),
+        }
+    }
+
+}
+
+impl Matcher {
+    /// Like [`Matcher::new`], but returns a shared instance when the same list and regions were
+    /// compiled recently (the one cache of compiled lists): a gateway that builds a filter per
+    /// request from the same `Regex` stops compiles their automata once.
+    pub fn cached(
+        stops: &[StopSpec<'_>],
+        skip_until: Option<&[u8]>,
+        skip: &[(&[u8], &[u8])],
+    ) -> Result<Arc<Matcher>, Error> {
+        let mut key = Vec::new();
+        for s in stops {
+            let include = u8::from(s.include);
+            match s.kind {
+                StopKind::Literal(b) => push_field(&mut key, include, b),
+                StopKind::Regex(p) => push_field(&mut key, 2 + include, p.as_bytes()),
+            }
+        }
+        if let Some(u) = skip_until {
+            push_field(&mut key, 4, u);
+        }
+        for (o, c) in skip {
+            push_field(&mut key, 5, o);
+            push_field(&mut key, 6, c);
+        }
+        let compiled = get_or_compile(&key, || {
+            Matcher::new(stops, skip_until, skip).map(|m| CompiledStops::Composed(Arc::new(m)))
+        })?;
+        match compiled {
+            CompiledStops::Composed(m) => Ok(m),
+            // Composed keys are tagged apart from literal ones.
+            CompiledStops::Literal(_) => Matcher::new(stops, skip_until, skip).map(Arc::new),
+        }
+    }
+
+}
+
+/// Lists kept before the cache is emptied.
+const MAX_ENTRIES: usize = 512;
+/// Compiled bytes kept before the cache is emptied.
+const MAX_BYTES: usize = 64 << 20;
+
+#[derive(Default)]
+struct Cache {
+    map: HashMap<u64, Vec<(Box<[u8]>, CompiledStops)>>,
+    entries: usize,
+    bytes: usize,
+}
+
+/// The list compiled from what `key` encodes (compared in full on a hit), compiling it with
+/// `compile` outside the lock (a 10,000-stop list must not stall other threads) when it is not
+/// cached.
+fn get_or_compile(
+    key: &[u8],
+    compile: impl FnOnce() -> Result<CompiledStops, Error>,
+) -> Result<CompiledStops, Error> {
+    static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(Cache::default()));
+    let hash = hash(key);
+    {
+        let guard = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, hit)) = guard.map.get(&hash).and_then(|v| v.iter().find(|e| *e.0 == *key))
+        {
+            return Ok(hit.clone());
+        }
+    }
+    let compiled = compile()?;
+    let size = match &compiled {
+        CompiledStops::Literal(s) => s.heap_bytes(),
+        CompiledStops::Composed(m) => m.heap_bytes(),
+    };
+    let mut guard = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if guard.entries >= MAX_ENTRIES || guard.bytes + size > MAX_BYTES {
+        *guard = Cache::default();
+    }
+    guard.entries += 1;
+    guard.bytes += size;
+    guard.map.entry(hash).or_default().push((Box::from(key), compiled.clone()));
+    Ok(compiled)
+}
+
+/// Appends one length-prefixed field to a cache key.
+fn push_field(key: &mut Vec<u8>, tag: u8, bytes: &[u8]) {
+    key.push(tag);
+    key.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+    key.extend_from_slice(bytes);
+}
+
+/// A fast, non-cryptographic hash of a key (compared in full on a hit, so collisions only cost
+/// a comparison). SipHash, the standard library's default, was a tenth of the cost of
+/// constructing a filter for a short, cached list.
+fn hash(key: &[u8]) -> u64 {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mix = |h: u64, w: u64| (h.rotate_left(5) ^ w).wrapping_mul(K);
+    let mut h = mix(0, key.len() as u64);
+    let mut words = key.chunks_exact(8);
+    for w in &mut words {
+        h = mix(h, u64::from_le_bytes(w.try_into().unwrap_or([0; 8])));
+    }
+    let mut last = [0u8; 8];
+    last[..words.remainder().len()].copy_from_slice(words.remainder());
+    mix(h, u64::from_le_bytes(last))
+}

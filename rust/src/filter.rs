@@ -1,0 +1,359 @@
+//! One stream type over either kind of compiled stop list, for decoded text or raw bytes.
+//!
+//! [`CompiledStops`] (in `compiled.rs`) is a compiled list: the literal automaton ([`StopSet`]) when every stop is
+//! a plain string, else the composed matcher of contract §6 ([`Matcher`]: `Stop` and `Regex`
+//! items, skip regions). [`Filter`] is a stream over one, taking `str` chunks (as UTF-8) or
+//! bytes split anywhere; its [`Filter::feed`] returns the output directly, borrowed from the
+//! input when it is a prefix of it (nearly every chunk) and from the filter's own buffer
+//! otherwise. Every binding (the push filters, the pull stream, the adapters' stage) drives
+//! this one type, so none of them branches on the kind of list or of input.
+
+use std::sync::Arc;
+
+use crate::compiled::CompiledStops;
+use crate::error::Error;
+use crate::matcher::{MatchStream, Matcher};
+use crate::stopset::StopSet;
+use crate::stream::{ByteOut, ByteStream, Status, TextStream};
+
+/// What one [`Filter::feed`] emits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Output<'a> {
+    /// The text to emit (possibly empty).
+    pub bytes: &'a [u8],
+    /// `bytes` is the whole input, unchanged: a caller may hand the input object on as it is.
+    pub whole: bool,
+}
+
+/// A literal text stream's state, saved by [`Filter::feed_unless_stop`] for [`Filter::restore`].
+#[derive(Clone, Copy, Debug)]
+pub struct Saved(TextStream);
+
+#[derive(Clone, Debug)]
+enum Kind {
+    Text(Arc<StopSet>, TextStream),
+    Bytes(Arc<StopSet>, ByteStream),
+    ComposedText(Arc<Matcher>, MatchStream),
+    ComposedBytes(Arc<Matcher>, ByteStream<MatchStream>),
+}
+
+/// A stream over a [`CompiledStops`]: decoded text (whole characters per chunk) or raw UTF-8
+/// bytes (split anywhere, decoded with CPython's `strict` or `replace` rules).
+#[derive(Clone, Debug)]
+pub struct Filter {
+    kind: Kind,
+    /// Under strict decoding, the error of an invalid sequence whose place ended the text and
+    /// so fired a stop (contract §9.9), for the caller to raise after that stop's output.
+    owed: Option<Error>,
+    /// Output that is not a prefix of the input; its capacity is kept between calls.
+    buf: Vec<u8>,
+}
+
+impl Filter {
+    /// A fresh stream over `stops`, for bytes (`bytes`) or decoded text. `include_stop` is the
+    /// literal list's flag (a composed list carries one per stop); `replace` selects
+    /// `errors="replace"` for bytes.
+    pub fn new(stops: &CompiledStops, bytes: bool, include_stop: bool, replace: bool) -> Filter {
+        let kind = match (stops, bytes) {
+            (CompiledStops::Literal(s), false) => {
+                Kind::Text(Arc::clone(s), TextStream::new(include_stop))
+            }
+            (CompiledStops::Literal(s), true) => {
+                Kind::Bytes(Arc::clone(s), ByteStream::new(include_stop, replace))
+            }
+            (CompiledStops::Composed(m), false) => {
+                Kind::ComposedText(Arc::clone(m), MatchStream::new(m))
+            }
+            (CompiledStops::Composed(m), true) => {
+                Kind::ComposedBytes(Arc::clone(m), ByteStream::over(MatchStream::new(m), replace))
+            }
+        };
+        Filter { kind, owed: None, buf: Vec::new() }
+    }
+
+    /// Starts over with the same stops and settings.
+    pub fn reset(&mut self) {
+        match &mut self.kind {
+            Kind::Text(_, t) => t.reset(),
+            Kind::Bytes(_, b) => b.reset(),
+            Kind::ComposedText(m, t) => t.reset(m),
+            Kind::ComposedBytes(m, b) => *b = ByteStream::over(MatchStream::new(m), b.replace()),
+        }
+        self.owed = None;
+    }
+
+    /// Where the stream stands.
+    pub fn status(&self) -> Status {
+        match &self.kind {
+            Kind::Text(_, t) => t.status(),
+            Kind::Bytes(_, b) => b.status(),
+            Kind::ComposedText(_, t) => t.status(),
+            Kind::ComposedBytes(_, b) => b.status(),
+        }
+    }
+
+    /// Whether the stream takes raw bytes.
+    pub fn is_bytes(&self) -> bool {
+        matches!(self.kind, Kind::Bytes(..) | Kind::ComposedBytes(..))
+    }
+
+    /// Whether invalid bytes become U+FFFD (`false` for decoded text).
+    pub fn replace(&self) -> bool {
+        match &self.kind {
+            Kind::Bytes(_, b) => b.replace(),
+            Kind::ComposedBytes(_, b) => b.replace(),
+            Kind::Text(..) | Kind::ComposedText(..) => false,
+        }
+    }
+
+    /// For a literal list, the automaton state, which with the list determines the held text
+    /// ([`StopSet::held`]): a stream's report then fits in a word. `None` for a composed list.
+    pub fn state_id(&self) -> Option<u32> {
+        match &self.kind {
+            Kind::Text(_, t) => Some(t.state_id()),
+            Kind::Bytes(_, b) => Some(b.text().state_id()),
+            Kind::ComposedText(..) | Kind::ComposedBytes(..) => None,
+        }
+    }
+
+    /// The decoded text held back right now.
+    pub fn held(&self) -> &[u8] {
+        match &self.kind {
+            Kind::Text(s, t) => t.held(s),
+            Kind::Bytes(s, b) => b.held(s),
+            Kind::ComposedText(_, t) => t.held(),
+            Kind::ComposedBytes(_, b) => b.text().held(),
+        }
+    }
+
+    /// The incomplete character carried at the end of raw input (0 to 3 bytes).
+    pub fn tail(&self) -> &[u8] {
+        match &self.kind {
+            Kind::Bytes(_, b) => b.tail(),
+            Kind::ComposedBytes(_, b) => b.tail(),
+            Kind::Text(..) | Kind::ComposedText(..) => &[],
+        }
+    }
+
+    /// What the stream holds: the held text, then the incomplete character.
+    pub fn pending(&self) -> Vec<u8> {
+        [self.held(), self.tail()].concat()
+    }
+
+    /// The text that the composed list's stop matched, once one fired (a regex's match, or the
+    /// literal itself); `None` for a literal list, whose caller reports the item as given.
+    pub fn matched(&self) -> Option<&[u8]> {
+        match &self.kind {
+            Kind::ComposedText(m, t) => Some(t.stop_sequence(m)),
+            Kind::ComposedBytes(m, b) => Some(b.text().stop_sequence(m)),
+            Kind::Text(..) | Kind::Bytes(..) => None,
+        }
+    }
+
+    /// Feeds `input` when it passes through whole without the scan's bookkeeping: the stream
+    /// is open, holds and carries nothing, and no byte of `input` can begin a stop (or a skip
+    /// marker). Then it moves past `input` and returns `true`; otherwise nothing changed and
+    /// [`Filter::feed`] decides. The common chunk of a token stream: for `wrap` over `str` the
+    /// step costs about a third less this way than through `feed`.
+    #[inline]
+    pub fn pass_whole(&mut self, input: &[u8]) -> bool {
+        match &mut self.kind {
+            Kind::Text(s, t) => t.passes_whole(s, input),
+            Kind::Bytes(s, b) => b.passes_whole(s, input),
+            Kind::ComposedText(m, t) => t.pass_clear(m, input),
+            Kind::ComposedBytes(..) => false,
+        }
+    }
+
+    /// Feeds a chunk: UTF-8 of whole characters for a text stream, any bytes for a bytes stream.
+    /// On error nothing is consumed. Under strict decoding, an invalid sequence that ends the
+    /// text where a stop fires succeeds with that stop's output and leaves the decoding error
+    /// owed ([`Filter::take_owed`], contract §9.9).
+    #[inline]
+    pub fn feed<'a>(&'a mut self, input: &'a [u8]) -> Result<Output<'a>, Error> {
+        self.buf.clear();
+        let fed = match &mut self.kind {
+            Kind::Text(s, t) => {
+                let before = *t;
+                let e = t.feed(s, input)?;
+                if e.from_held == 0 {
+                    let bytes = &input[..e.from_input];
+                    return Ok(Output { bytes, whole: e.from_input == input.len() });
+                }
+                self.buf.extend_from_slice(&before.held(s)[..e.from_held]);
+                self.buf.extend_from_slice(&input[..e.from_input]);
+                ByteOut::Buffer
+            }
+            Kind::ComposedText(m, t) => t.feed(m, input, &mut self.buf)?,
+            Kind::Bytes(s, b) => {
+                let (fed, owed) = b.feed_deferring(s, input, &mut self.buf)?;
+                self.owed = owed.or(self.owed.take());
+                fed
+            }
+            Kind::ComposedBytes(m, b) => {
+                let (fed, owed) = b.feed_deferring(m, input, &mut self.buf)?;
+                self.owed = owed.or(self.owed.take());
+                fed
+            }
+        };
+        Ok(match fed {
+            ByteOut::Input => Output { bytes: input, whole: true },
+            ByteOut::Buffer => Output { bytes: &self.buf, whole: false },
+        })
+    }
+
+    /// Ends the stream and returns what it still held (or, when the end of the text fires a
+    /// stop, what precedes the cut). Strict decoding of an incomplete character at the end is
+    /// an error that changes nothing, unless the end before it fires a stop (then it is owed,
+    /// as in [`Filter::feed`]).
+    pub fn finish(&mut self) -> Result<&[u8], Error> {
+        self.buf.clear();
+        match &mut self.kind {
+            Kind::Text(s, t) => self.buf.extend_from_slice(t.finish(s)),
+            Kind::ComposedText(m, t) => t.finish(m, &mut self.buf),
+            Kind::Bytes(s, b) => {
+                let owed = b.finish_deferring(s, &mut self.buf)?;
+                self.owed = owed.or(self.owed.take());
+            }
+            Kind::ComposedBytes(m, b) => {
+                let owed = b.finish_deferring(m, &mut self.buf)?;
+                self.owed = owed.or(self.owed.take());
+            }
+        }
+        Ok(&self.buf)
+    }
+
+    /// The decoding error owed after a stop (contract §9.9), taken.
+    pub fn take_owed(&mut self) -> Option<Error> {
+        self.owed.take()
+    }
+
+    /// [`Filter::feed`] of a literal text stream when it fires no stop: appends the output to
+    /// `out` and returns the state from before, for [`Filter::restore`]. `None`, with nothing
+    /// changed, when the text would fire a stop or fail, or the stream is not a literal text
+    /// stream: the caller then takes the path that handles every case. The adapters' common
+    /// event (a text delta that fires no stop, of one of several streams of one event, all fed
+    /// or none).
+    pub fn feed_unless_stop(&mut self, input: &[u8], out: &mut Vec<u8>) -> Option<Saved> {
+        let Kind::Text(s, t) = &mut self.kind else { return None };
+        let before = *t;
+        match t.feed(s, input) {
+            Ok(e) if !matches!(t.status(), Status::Stopped(_)) => {
+                out.extend_from_slice(&before.held(s)[..e.from_held]);
+                out.extend_from_slice(&input[..e.from_input]);
+                Some(Saved(before))
+            }
+            _ => {
+                *t = before;
+                None
+            }
+        }
+    }
+
+    /// Puts back a state saved by [`Filter::feed_unless_stop`].
+    pub fn restore(&mut self, saved: Saved) {
+        if let Kind::Text(_, t) = &mut self.kind {
+            *t = saved.0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::matcher::{StopKind, StopSpec};
+
+    fn literal(stops: &[&str]) -> CompiledStops {
+        CompiledStops::literal(stops).unwrap()
+    }
+
+    fn composed(stops: &[&str], regex: &[&str]) -> CompiledStops {
+        let mut specs: Vec<StopSpec<'_>> = stops
+            .iter()
+            .map(|s| StopSpec { kind: StopKind::Literal(s.as_bytes()), include: false })
+            .collect();
+        specs.extend(regex.iter().map(|r| StopSpec { kind: StopKind::Regex(r), include: false }));
+        CompiledStops::composed(&specs, None, &[]).unwrap()
+    }
+
+    /// Feeds `chunks` through a filter, returning every output joined, and the final status.
+    fn run(stops: &CompiledStops, bytes: bool, chunks: &[&[u8]]) -> (Vec<u8>, Status) {
+        let mut f = Filter::new(stops, bytes, false, false);
+        let mut out = Vec::new();
+        for c in chunks {
+            if f.clone().pass_whole(c) {
+                assert!(f.pass_whole(c));
+                out.extend_from_slice(c);
+                continue;
+            }
+            out.extend_from_slice(f.feed(c).unwrap().bytes);
+        }
+        out.extend_from_slice(f.finish().unwrap());
+        (out, f.status())
+    }
+
+    #[test]
+    fn every_kind_gives_one_answer() {
+        let chunks: [&[u8]; 4] = [b"Hello <", b"/an", b"swer> tail", b"!"];
+        let cases = [
+            (literal(&["</answer>"]), false),
+            (literal(&["</answer>"]), true),
+            (composed(&["</answer>"], &[]), false),
+            (composed(&["</answer>"], &[]), true),
+            (composed(&[], &["</ans[w]er>"]), false),
+            (composed(&[], &["</ans[w]er>"]), true),
+        ];
+        for (stops, bytes) in &cases {
+            let (out, status) = run(stops, *bytes, &chunks);
+            assert_eq!(out, b"Hello ", "{stops:?} bytes={bytes}");
+            assert_eq!(status, Status::Stopped(0));
+        }
+    }
+
+    #[test]
+    fn output_borrows_the_input_when_it_can() {
+        let stops = literal(&["xyz"]);
+        let mut f = Filter::new(&stops, false, false, false);
+        assert_eq!(f.feed(b"abc").unwrap(), Output { bytes: b"abc", whole: true });
+        assert_eq!(f.feed(b"dx").unwrap(), Output { bytes: b"d", whole: false });
+        assert_eq!(f.held(), b"x");
+        // Held text released: from the filter's buffer.
+        assert_eq!(f.feed(b"a").unwrap(), Output { bytes: b"xa", whole: false });
+    }
+
+    #[test]
+    fn a_deferred_decoding_error_is_owed_after_the_stop() {
+        let stops = composed(&[], &[r"end\b"]);
+        let mut f = Filter::new(&stops, true, false, false);
+        assert_eq!(f.feed(b"the end").unwrap().bytes, b"the ");
+        let out = f.feed(b"\xff").unwrap().bytes.to_vec();
+        assert!(out.is_empty());
+        assert_eq!(f.status(), Status::Stopped(0));
+        assert!(f.take_owed().is_some());
+        assert!(f.take_owed().is_none());
+    }
+
+    #[test]
+    fn feed_unless_stop_changes_nothing_when_a_stop_would_fire() {
+        let stops = literal(&["xyz"]);
+        let mut f = Filter::new(&stops, false, false, false);
+        let mut out = Vec::new();
+        let saved = f.feed_unless_stop(b"ax", &mut out).unwrap();
+        assert_eq!((out.as_slice(), f.held()), (&b"a"[..], &b"x"[..]));
+        assert!(f.feed_unless_stop(b"yz", &mut out).is_none());
+        assert_eq!((f.held(), f.status()), (&b"x"[..], Status::Open));
+        f.restore(saved);
+        assert_eq!(f.held(), b"");
+        let composed = composed(&["xyz"], &[]);
+        assert!(Filter::new(&composed, false, false, false).feed_unless_stop(b"a", &mut out).is_none());
+    }
+
+    #[test]
+    fn pending_is_held_text_then_the_incomplete_character() {
+        let stops = literal(&["é!"]);
+        let mut f = Filter::new(&stops, true, false, false);
+        assert_eq!(f.feed("aé".as_bytes()).unwrap().bytes, b"a");
+        assert!(f.feed(b"\xc3").unwrap().bytes.is_empty());
+        assert_eq!(f.pending(), b"\xc3\xa9\xc3");
+    }
+}
