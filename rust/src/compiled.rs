@@ -9,6 +9,9 @@ use crate::error::Error;
 use crate::matcher::{Matcher, StopKind, StopSpec};
 use crate::stopset::StopSet;
 
+/// The stop a whole-text cut found: its index, and for a composed list the text it matched.
+pub type Fired = (usize, Option<Vec<u8>>);
+
 /// A compiled stop list of either kind, shared by reference count.
 #[derive(Clone, Debug)]
 pub enum CompiledStops {
@@ -52,6 +55,22 @@ impl CompiledStops {
         matches!(self, CompiledStops::Composed(_))
     }
 
+    /// Cuts a whole text at the stop that fires (`include_stop` is a literal list's flag; a
+    /// composed list carries one per stop): the length of the output, and the stop that fired,
+    /// as its index and, for a composed list, the text it matched.
+    pub fn truncate(&self, text: &[u8], include_stop: bool) -> (usize, Option<Fired>) {
+        match self {
+            CompiledStops::Literal(s) => {
+                let (n, hit) = s.truncate(text, include_stop);
+                (n, hit.map(|i| (i, None)))
+            }
+            CompiledStops::Composed(m) => {
+                let (n, hit) = m.truncate(text);
+                (n, hit.map(|(i, matched)| (i, Some(matched))))
+            }
+        }
+    }
+
     /// The literal automaton, when the list is literal.
     pub fn literal_set(&self) -> Option<&Arc<StopSet>> {
         match self {
@@ -86,7 +105,6 @@ impl StopSet {
             CompiledStops::Composed(_) => StopSet::new(stops).map(Arc::new),
         }
     }
-
 }
 
 impl Matcher {
@@ -122,7 +140,6 @@ impl Matcher {
             CompiledStops::Literal(_) => Matcher::new(stops, skip_until, skip).map(Arc::new),
         }
     }
-
 }
 
 /// Lists kept before the cache is emptied.
@@ -130,9 +147,13 @@ const MAX_ENTRIES: usize = 512;
 /// Compiled bytes kept before the cache is emptied.
 const MAX_BYTES: usize = 64 << 20;
 
+/// A cached list and the key it was compiled from.
+type Entry = (Box<[u8]>, CompiledStops);
+
 #[derive(Default)]
 struct Cache {
-    map: HashMap<u64, Vec<(Box<[u8]>, CompiledStops)>>,
+    /// By the hash of the key: each key in full, with its list.
+    map: HashMap<u64, Vec<Entry>>,
     entries: usize,
     bytes: usize,
 }
@@ -149,8 +170,7 @@ fn get_or_compile(
     let hash = hash(key);
     {
         let guard = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((_, hit)) = guard.map.get(&hash).and_then(|v| v.iter().find(|e| *e.0 == *key))
-        {
+        if let Some((_, hit)) = guard.map.get(&hash).and_then(|v| v.iter().find(|e| *e.0 == *key)) {
             return Ok(hit.clone());
         }
     }

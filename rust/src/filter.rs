@@ -345,7 +345,9 @@ mod tests {
         f.restore(saved);
         assert_eq!(f.held(), b"");
         let composed = composed(&["xyz"], &[]);
-        assert!(Filter::new(&composed, false, false, false).feed_unless_stop(b"a", &mut out).is_none());
+        assert!(Filter::new(&composed, false, false, false)
+            .feed_unless_stop(b"a", &mut out)
+            .is_none());
     }
 
     #[test]

@@ -73,7 +73,7 @@ mod py;
 
 pub use crate::automaton::{Hit, Step};
 pub use crate::byteset::{byte_set, HEAD};
-pub use crate::compiled::CompiledStops;
+pub use crate::compiled::{CompiledStops, Fired};
 pub use crate::error::{DecodeError, Error};
 pub use crate::filter::{Filter, Output, Saved};
 pub use crate::matcher::{regex_max_len, MatchStream, Matcher, StopKind, StopSpec};

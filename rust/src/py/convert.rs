@@ -6,8 +6,7 @@ use std::borrow::Cow;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyMemoryView, PyString};
 
-use super::errors::map_error;
-use crate::{ByteOut, Emit, Error, StopSet, TextStream};
+use crate::Output;
 
 /// UTF-8 bytes of a `str`; lone surrogates are encoded as CPython's `surrogatepass` does.
 pub(super) fn str_bytes<'a>(s: &'a Bound<'_, PyString>) -> PyResult<Cow<'a, [u8]>> {
@@ -153,45 +152,36 @@ pub(super) fn chunk_bytes<'a>(data: &'a Bound<'_, PyAny>) -> PyResult<Option<Cow
     Ok(None)
 }
 
-/// Feeds a `str` chunk: `step` runs the stream's `feed` on the chunk's UTF-8 and returns the
-/// state from before the call with the outcome (the filter takes its lock there, the stream
-/// already holds its own). Returns the text to emit, `None` when nothing is emitted.
-pub(super) fn feed_str<'py>(
+/// The `str` a feed of `text` emits: `text` itself when the output is the whole chunk (and
+/// `text` is an exact `str`), else a new string. Made in place, under a filter's lock, unless
+/// it holds lone surrogates: then `Err` carries a copy, to be made once the lock is released
+/// (CPython's codec runs for them, and may run the collector, whose finalizers may use the
+/// filter). A valid string is made without running any Python code.
+#[inline]
+pub(super) fn str_out<'py>(
     py: Python<'py>,
-    set: &StopSet,
     text: &Bound<'py, PyString>,
-    step: impl FnOnce(&[u8]) -> PyResult<(TextStream, Result<Emit, Error>)>,
-) -> PyResult<Option<Bound<'py, PyString>>> {
-    let mut stack = [0u8; CHUNK_STACK];
-    let bytes = chunk_utf8(text, &mut stack)?;
-    let (before, result) = step(&bytes)?;
-    let e = result.map_err(|e| map_error(py, &e))?;
-    if e.from_held == 0 {
-        if e.from_input == 0 {
-            return Ok(None);
-        }
-        if e.from_input == bytes.len() && text.is_exact_instance_of::<PyString>() {
-            return Ok(Some(text.clone()));
-        }
-        return make_str(py, &bytes[..e.from_input]).map(Some);
+    out: Output<'_>,
+) -> Result<PyResult<Bound<'py, PyString>>, Vec<u8>> {
+    if out.whole && text.is_exact_instance_of::<PyString>() {
+        return Ok(Ok(text.clone()));
     }
-    joined_str(py, &before.held(set)[..e.from_held], &bytes[..e.from_input]).map(Some)
+    if out.bytes.is_ascii() || std::str::from_utf8(out.bytes).is_ok() {
+        return Ok(make_str(py, out.bytes));
+    }
+    Err(out.bytes.to_vec())
 }
 
-/// The bytes to emit after a `feed` of `data` (whose bytes are `bytes`) that produced `result`,
-/// with `out` the buffer it wrote to.
-pub(super) fn bytes_output<'py>(
+/// The `bytes` a feed of `data` emits: `data` itself when the output is the whole chunk and
+/// `data` is an exact `bytes`, else a new object.
+#[inline]
+pub(super) fn bytes_out<'py>(
     py: Python<'py>,
-    result: Result<ByteOut, Error>,
     data: &Bound<'py, PyAny>,
-    bytes: &[u8],
-    out: &[u8],
-) -> PyResult<Bound<'py, PyBytes>> {
-    match result.map_err(|e| map_error(py, &e))? {
-        ByteOut::Input => match data.cast_exact::<PyBytes>() {
-            Ok(b) => Ok(b.clone()),
-            Err(_) => Ok(PyBytes::new(py, bytes)),
-        },
-        ByteOut::Buffer => Ok(PyBytes::new(py, out)),
+    out: Output<'_>,
+) -> Bound<'py, PyBytes> {
+    match data.cast_exact::<PyBytes>() {
+        Ok(b) if out.whole => b.clone(),
+        _ => PyBytes::new(py, out.bytes),
     }
 }

@@ -26,7 +26,7 @@ use super::filters::StopFilter;
 use super::try_lock;
 use crate::lock::TryLock;
 use crate::sse::{splice, Parser, Scan, Scanner, Shape, CHAT, GEMINI, MESSAGES, RESPONSES};
-use crate::TextStream;
+use crate::Saved;
 
 /// The provider whose body the stage reads.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -84,7 +84,7 @@ struct StageState {
     emitted: Vec<u8>,
     ranges: Vec<(usize, usize)>,
     /// States from before the feeds of one event, to put back when one of its texts stops.
-    befores: Vec<(usize, TextStream)>,
+    befores: Vec<(usize, Saved)>,
 }
 
 /// The SSE stage: see the module docstring.
@@ -318,7 +318,7 @@ impl SSEStage {
     }
 
     /// Puts back the filters fed for the event being handled.
-    fn restore(py: Python<'_>, table: &[Entry], befores: &[(usize, TextStream)]) -> PyResult<()> {
+    fn restore(py: Python<'_>, table: &[Entry], befores: &[(usize, Saved)]) -> PyResult<()> {
         for &(i, before) in befores.iter().rev() {
             table[i].filter.get().restore(py, before)?;
         }

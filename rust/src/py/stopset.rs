@@ -2,8 +2,7 @@
 //! a filter per request cheap, and what a stop list reports about a stop that fired.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -14,7 +13,7 @@ use super::errors::{map_error, type_name};
 use super::items::{Regex, Stop};
 use super::try_lock;
 use crate::lock::TryLock;
-use crate::{Matcher, Status, StopKind, StopSet, StopSpec};
+use crate::{CompiledStops, Matcher, Status, StopKind, StopSet, StopSpec};
 
 /// A stop list as given (kept for `stops`, `stop_sequence`) and compiled: `stopstream.StopSet`.
 ///
@@ -25,19 +24,13 @@ use crate::{Matcher, Status, StopKind, StopSet, StopSpec};
 #[pyclass(frozen, module = "stopstream._core", name = "StopSet")]
 pub(super) struct Compiled {
     pub(super) tuple: Py<PyTuple>,
-    pub(super) set: Arc<StopSet>,
+    /// The literal automaton, or the composed matcher (contract §6) when the list has `Stop` or
+    /// `Regex` items or skip regions.
+    pub(super) core: CompiledStops,
     pub(super) include_stop: bool,
-    /// The composed matcher (contract §6), when the list has `Stop` or `Regex` items or skip
-    /// regions; `set` is then empty and unused.
-    pub(super) ext: Option<Composed>,
-}
-
-/// A composed stop list and its skip options as given.
-pub(super) struct Composed {
-    pub(super) matcher: Arc<Matcher>,
-    /// `((open, close), ...)` or `None`.
-    pub(super) skip: Option<Py<PyTuple>>,
-    pub(super) skip_until: Option<Py<PyString>>,
+    /// The skip options as given: `((open, close), ...)` and the marker, or `None`.
+    skip: Option<Py<PyTuple>>,
+    skip_until: Option<Py<PyString>>,
 }
 
 /// Skip options as given to a constructor.
@@ -155,71 +148,17 @@ fn compose(
         None => None,
     };
     let pair_refs: Vec<(&[u8], &[u8])> = pairs.iter().map(|(o, c)| (&o[..], &c[..])).collect();
-    let key = composed_key(&specs, until.as_deref(), &pair_refs);
-    let cached = composed_cache(|c| c.get(&key).cloned());
-    let matcher = if let Some(m) = cached {
-        m
-    } else {
-        // Building DFAs can take a while for big patterns: let other threads run.
-        let m = py
-            .detach(|| Matcher::new(&specs, until.as_deref(), &pair_refs))
-            .map_err(|e| map_error(py, &e))?;
-        let m = Arc::new(m);
-        composed_cache(|c| {
-            if c.len() >= COMPOSED_CACHE_LEN {
-                c.clear();
-            }
-            c.insert(key, Arc::clone(&m));
-        });
-        m
-    };
-    let empty: [&[u8]; 0] = [];
+    // Building DFAs can take a while for big patterns: let other threads run.
+    let core = py
+        .detach(|| CompiledStops::composed(&specs, until.as_deref(), &pair_refs))
+        .map_err(|e| map_error(py, &e))?;
     Ok(Compiled {
         tuple: PyTuple::new(py, items)?.unbind(),
-        set: StopSet::cached(&empty).map_err(|e| map_error(py, &e))?,
+        core,
         include_stop,
-        ext: Some(Composed {
-            matcher,
-            skip: skip.map(Bound::unbind),
-            skip_until: skip_until.map(Bound::unbind),
-        }),
+        skip: skip.map(Bound::unbind),
+        skip_until: skip_until.map(Bound::unbind),
     })
-}
-
-/// Composed lists compiled recently, by [`composed_key`]: a gateway that builds a filter per
-/// request from the same list of `Regex` stops compiles their automata once. Emptied when full.
-const COMPOSED_CACHE_LEN: usize = 64;
-
-fn composed_cache<R>(f: impl FnOnce(&mut HashMap<Vec<u8>, Arc<Matcher>>) -> R) -> R {
-    static CACHE: OnceLock<Mutex<HashMap<Vec<u8>, Arc<Matcher>>>> = OnceLock::new();
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    f(&mut cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
-}
-
-/// Everything a composed list is compiled from, as bytes: each stop's kind, flag and text, the
-/// `skip_until` marker and the pairs, each length-prefixed.
-fn composed_key(specs: &[StopSpec<'_>], until: Option<&[u8]>, pairs: &[(&[u8], &[u8])]) -> Vec<u8> {
-    let mut key = Vec::new();
-    let mut push = |tag: u8, bytes: &[u8]| {
-        key.push(tag);
-        key.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
-        key.extend_from_slice(bytes);
-    };
-    for s in specs {
-        let include = u8::from(s.include);
-        match s.kind {
-            StopKind::Literal(b) => push(include, b),
-            StopKind::Regex(p) => push(2 + include, p.as_bytes()),
-        }
-    }
-    if let Some(u) = until {
-        push(4, u);
-    }
-    for (o, c) in pairs {
-        push(5, o);
-        push(6, c);
-    }
-    key
 }
 
 /// Whether `item` is a `Stop` or a `Regex` (a list holding one is composed).
@@ -230,13 +169,12 @@ fn is_item(item: &Bound<'_, PyAny>) -> bool {
 impl Compiled {
     /// The skip options, for comparison and `repr`.
     fn skip_repr(&self, py: Python<'_>) -> PyResult<String> {
-        let Some(c) = &self.ext else { return Ok(String::new()) };
         let mut out = String::new();
-        if let Some(s) = &c.skip {
+        if let Some(s) = &self.skip {
             out.push_str(", skip=");
             out.push_str(&s.bind(py).repr()?.to_string());
         }
-        if let Some(u) = &c.skip_until {
+        if let Some(u) = &self.skip_until {
             out.push_str(", skip_until=");
             out.push_str(&u.bind(py).repr()?.to_string());
         }
@@ -244,13 +182,21 @@ impl Compiled {
     }
 
     fn skip_key(&self, py: Python<'_>) -> (Option<Py<PyTuple>>, Option<Py<PyString>>) {
-        match &self.ext {
-            Some(c) => (
-                c.skip.as_ref().map(|s| s.clone_ref(py)),
-                c.skip_until.as_ref().map(|s| s.clone_ref(py)),
-            ),
-            None => (None, None),
-        }
+        (
+            self.skip.as_ref().map(|s| s.clone_ref(py)),
+            self.skip_until.as_ref().map(|s| s.clone_ref(py)),
+        )
+    }
+
+    /// The literal automaton (empty for a composed list), for the token streams, which take
+    /// one beside their matcher.
+    pub(super) fn set(&self) -> &StopSet {
+        self.core.literal_set().map_or(StopSet::none(), |s| s)
+    }
+
+    /// The composed matcher, for a composed list.
+    pub(super) fn matcher(&self) -> Option<&Arc<Matcher>> {
+        self.core.matcher()
     }
 }
 
@@ -365,16 +311,13 @@ impl Compiled {
     ) -> PyResult<Self> {
         let (stops, include_stop) =
             resolve(py, stops, include_stop, SkipArgs { skip, skip_until })?;
-        let ext = stops.ext.as_ref().map(|c| Composed {
-            matcher: Arc::clone(&c.matcher),
-            skip: c.skip.as_ref().map(|s| s.clone_ref(py)),
-            skip_until: c.skip_until.as_ref().map(|s| s.clone_ref(py)),
-        });
+        let (skip, skip_until) = stops.skip_key(py);
         Ok(Compiled {
             tuple: stops.tuple.clone_ref(py),
-            set: Arc::clone(&stops.set),
+            core: stops.core.clone(),
             include_stop,
-            ext,
+            skip,
+            skip_until,
         })
     }
 
@@ -496,15 +439,15 @@ pub(super) fn recent_hit(py: Python<'_>, stops: Option<&Bound<'_, PyAny>>) -> Op
         recent.insert(0, hit);
         return Some(Stops(recent[0].clone_ref(py)));
     }
-    let pos = recent.iter().position(|c| matches(c.get().set.stops()))?;
+    let pos = recent.iter().position(|c| matches(c.get().set().stops()))?;
     let mut hit = recent.remove(pos);
     // Equal items in an exact tuple (whose items `matches` checked are exact `str`): remember
     // this tuple, so that passing it again is an identity check.
     if let Some(t) = stops.and_then(|o| o.cast_exact::<PyTuple>().ok()) {
-        let set = Arc::clone(&hit.get().set);
-        if let Ok(c) =
-            Py::new(py, Compiled { tuple: t.clone().unbind(), set, include_stop: false, ext: None })
-        {
+        let core = hit.get().core.clone();
+        let tuple = t.clone().unbind();
+        let c = Compiled { tuple, core, include_stop: false, skip: None, skip_until: None };
+        if let Ok(c) = Py::new(py, c) {
             hit = c;
         }
     }
@@ -564,7 +507,7 @@ pub(super) fn compile<B: AsRef<[u8]>>(
     encoded: &[B],
     reuse: Option<&Bound<'_, PyTuple>>,
 ) -> PyResult<Stops> {
-    let set = StopSet::cached(encoded).map_err(|e| map_error(py, &e))?;
+    let core = CompiledStops::literal(encoded).map_err(|e| map_error(py, &e))?;
     // Exact `str` objects (a subclass's value, not its `__str__`): `stops` hands out an
     // immutable tuple of the values given, shared by every filter built from this list.
     let exact = items
@@ -582,7 +525,8 @@ pub(super) fn compile<B: AsRef<[u8]>>(
         Some(t) => t.clone().unbind(),
         None => PyTuple::new(py, exact)?.unbind(),
     };
-    let compiled = Py::new(py, Compiled { tuple, set, include_stop: false, ext: None })?;
+    let compiled = Compiled { tuple, core, include_stop: false, skip: None, skip_until: None };
+    let compiled = Py::new(py, compiled)?;
     remember(py, &compiled);
     Ok(Stops(compiled))
 }

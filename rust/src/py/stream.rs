@@ -11,26 +11,21 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyIterator, PyList, PyString, PyTuple};
 use pyo3::PyTraverseError;
 
-use super::convert::{
-    bytes_output, chunk_bytes, chunk_utf8, feed_str, joined_str, make_str, CHUNK_STACK,
-};
+use super::convert::{bytes_out, chunk_bytes, chunk_utf8, make_str, str_out, CHUNK_STACK};
 use super::errors::{map_error, parse_errors, type_name};
-use super::filters::feed_composed;
 use super::stopset::{
     resolve, stop_index, stop_reason, stop_sequence, IncludeStop, SkipArgs, Stops,
 };
 use super::try_lock;
 use crate::lock::TryLock;
-use crate::{ByteOut, ByteStream, MatchStream, Status, TextStream};
+use crate::{Filter, Status};
 
+#[allow(clippy::large_enum_variant, reason = "one per stream, made once and never moved")]
 enum Mode {
-    /// No item seen yet: the first one decides.
+    /// No item seen yet: the first one decides between text and bytes.
     Unknown,
-    Text(TextStream),
-    Bytes(ByteStream),
-    /// The composed matcher of contract §6, over `str` or bytes.
-    ComposedText(MatchStream),
-    ComposedBytes(ByteStream<MatchStream>),
+    /// The built-in filter (`wrap`).
+    Filter(Filter),
     /// A Python stage (`stopstream._lifecycle.Stage`: `push`, `closing`, `end`): the provider
     /// adapters. Its output items are queued here.
     Stage(Py<PyAny>),
@@ -40,10 +35,7 @@ impl Mode {
     fn status(&self) -> Status {
         match self {
             Mode::Unknown | Mode::Stage(_) => Status::Open,
-            Mode::Text(t) => t.status(),
-            Mode::Bytes(b) => b.status(),
-            Mode::ComposedText(t) => t.status(),
-            Mode::ComposedBytes(b) => b.status(),
+            Mode::Filter(f) => f.status(),
         }
     }
 }
@@ -193,63 +185,30 @@ impl StopStream {
         self.composed_set.store(!empty, Ordering::Relaxed);
     }
 
-    /// Publishes the attributes after a change of state.
+    /// Publishes the attributes after a change of state: a literal list's in the word alone
+    /// (every chunk of `wrap` over `str`), a composed list's held and matched text beside it.
     #[inline]
     fn publish(&self, st: &StreamState) {
-        match &st.mode {
-            // Every chunk of `wrap` over `str`: the state id and status only.
-            Mode::Text(t) => {
-                let snap =
-                    Snapshot { sid: t.state_id(), mode: Snapshot::MODE_TEXT, status: t.status() };
-                self.snapshot.store(snap.pack(), Ordering::Release);
-                return;
-            }
-            // Nearly every chunk of a composed list: open, nothing held now or before.
-            Mode::ComposedText(t)
-                if t.status() == Status::Open
-                    && t.held().is_empty()
-                    && !self.composed_set.load(Ordering::Relaxed) =>
-            {
-                let snap = Snapshot { sid: 0, mode: Snapshot::MODE_TEXT, status: Status::Open };
-                self.snapshot.store(snap.pack(), Ordering::Release);
-                return;
-            }
-            _ => {}
-        }
-        let (snap, tail) = match &st.mode {
-            Mode::Unknown | Mode::Stage(_) => {
-                (Snapshot { sid: 0, mode: 0, status: Status::Open }, 0)
-            }
-            Mode::Text(t) => {
-                (Snapshot { sid: t.state_id(), mode: Snapshot::MODE_TEXT, status: t.status() }, 0)
-            }
-            Mode::ComposedText(t) => {
-                if let Some(c) = &self.stops.ext {
-                    self.publish_composed(t.held(), &[], t.stop_sequence(&c.matcher));
-                }
-                (Snapshot { sid: 0, mode: Snapshot::MODE_TEXT, status: t.status() }, 0)
-            }
-            Mode::ComposedBytes(b) => {
-                if let Some(c) = &self.stops.ext {
-                    let held = b.text().held();
-                    self.publish_composed(held, b.tail(), b.text().stop_sequence(&c.matcher));
-                }
-                (Snapshot { sid: 0, mode: Snapshot::MODE_BYTES, status: b.status() }, 0)
-            }
-            Mode::Bytes(b) => {
-                let mut tail = b.tail().len() as u32;
-                for (i, &byte) in b.tail().iter().enumerate() {
+        let Mode::Filter(f) = &st.mode else {
+            let snap = Snapshot { sid: 0, mode: 0, status: Status::Open };
+            self.snapshot.store(snap.pack(), Ordering::Release);
+            return;
+        };
+        let mode = if f.is_bytes() { Snapshot::MODE_BYTES } else { Snapshot::MODE_TEXT };
+        let sid = if let Some(sid) = f.state_id() {
+            if f.is_bytes() {
+                let mut tail = f.tail().len() as u32;
+                for (i, &byte) in f.tail().iter().enumerate() {
                     tail |= u32::from(byte) << (8 * (i + 1));
                 }
-                let snap = Snapshot {
-                    sid: b.text().state_id(),
-                    mode: Snapshot::MODE_BYTES,
-                    status: b.status(),
-                };
-                (snap, tail)
+                self.tail.store(tail, Ordering::Relaxed);
             }
+            sid
+        } else {
+            self.publish_composed(f.held(), f.tail(), f.matched().unwrap_or_default());
+            0
         };
-        self.tail.store(tail, Ordering::Relaxed);
+        let snap = Snapshot { sid, mode, status: f.status() };
         self.snapshot.store(snap.pack(), Ordering::Release);
     }
 
@@ -265,86 +224,66 @@ impl StopStream {
         item: &Bound<'py, PyAny>,
         position: usize,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let set = &*self.stops.set;
-        if let Mode::Stage(stage) = &st.mode {
-            let out = stage.bind(py).call_method1(pyo3::intern!(py, "push"), (item,))?;
-            if let Ok(list) = out.cast::<PyList>() {
-                st.queue.extend(list.iter().map(Bound::unbind));
-                return Ok(None);
+        let f = match &mut st.mode {
+            Mode::Stage(stage) => {
+                let out = stage.bind(py).call_method1(pyo3::intern!(py, "push"), (item,))?;
+                if let Ok(list) = out.cast::<PyList>() {
+                    st.queue.extend(list.iter().map(Bound::unbind));
+                    return Ok(None);
+                }
+                return Ok(out.is_truthy()?.then_some(out));
             }
-            return Ok(out.is_truthy()?.then_some(out));
-        }
-        if let Mode::Text(t) = &mut st.mode {
-            if let Ok(text) = item.cast::<PyString>() {
-                let out = feed_str(py, set, text, |bytes| {
-                    let before = *t;
-                    Ok((before, t.feed(set, bytes)))
-                })?;
-                return Ok(out.map(Bound::into_any));
-            }
-        }
-        if let (Mode::ComposedText(t), Some(c)) = (&mut st.mode, &self.stops.ext) {
-            if let Ok(text) = item.cast::<PyString>() {
-                let out = feed_composed(py, text, |bytes, out| Ok(t.feed(&c.matcher, bytes, out)))?;
-                return Ok(out.map(Bound::into_any));
-            }
-        }
-        if let (Mode::Unknown, Some(c)) = (&st.mode, &self.stops.ext) {
-            if item.is_instance_of::<PyString>() {
-                st.mode = Mode::ComposedText(MatchStream::new(&c.matcher));
+            Mode::Filter(f) => f,
+            Mode::Unknown => {
+                let bytes = if item.is_instance_of::<PyString>() {
+                    false
+                } else if chunk_bytes(item)?.is_some() {
+                    true
+                } else {
+                    return Err(PyTypeError::new_err(format!(
+                        "item at position {position} must be str or bytes-like, not {}",
+                        type_name(item)
+                    )));
+                };
+                let f = Filter::new(&self.stops.core, bytes, self.include_stop, self.replace);
+                st.mode = Mode::Filter(f);
                 return self.feed_item(py, st, item, position);
-            } else if chunk_bytes(item)?.is_some() {
-                st.mode = Mode::ComposedBytes(ByteStream::over(
-                    MatchStream::new(&c.matcher),
-                    self.replace,
-                ));
             }
-        }
-        if matches!(st.mode, Mode::Unknown) {
-            if item.is_instance_of::<PyString>() {
-                st.mode = Mode::Text(TextStream::new(self.include_stop));
-                return self.feed_item(py, st, item, position);
-            } else if chunk_bytes(item)?.is_some() {
-                st.mode = Mode::Bytes(ByteStream::new(self.include_stop, self.replace));
-            } else {
-                return Err(PyTypeError::new_err(format!(
-                    "item at position {position} must be str or bytes-like, not {}",
-                    type_name(item)
-                )));
-            }
-        }
-        if let (Mode::ComposedBytes(b), Some(c)) = (&mut st.mode, &self.stops.ext) {
+        };
+        let out = if f.is_bytes() {
             let Some(bytes) = chunk_bytes(item)? else {
                 return Err(PyTypeError::new_err(format!(
                     "item at position {position} is {}, but the stream started with bytes",
                     type_name(item)
                 )));
             };
-            let mut buf = Vec::new();
-            let result = b.feed_deferring(&c.matcher, &bytes, &mut buf);
-            let result = defer_decoding(py, &mut st.deferred, result);
-            let out = bytes_output(py, result, item, &bytes, &buf)?;
-            return Ok((!out.as_bytes().is_empty()).then(|| out.into_any()));
+            let out = f
+                .feed(&bytes)
+                .map(|out| (!out.bytes.is_empty()).then(|| bytes_out(py, item, out).into_any()));
+            out.map_err(|e| map_error(py, &e))?
+        } else {
+            let Ok(text) = item.cast::<PyString>() else {
+                return Err(PyTypeError::new_err(format!(
+                    "item at position {position} is {}, but the stream started with str",
+                    type_name(item)
+                )));
+            };
+            let mut stack = [0u8; CHUNK_STACK];
+            let bytes = chunk_utf8(text, &mut stack)?;
+            // The stream's lock is held across the whole pull: nothing waits on it but a
+            // re-entrant call, which raises.
+            let out = f.feed(&bytes).map(|out| {
+                (!out.bytes.is_empty()).then(|| match str_out(py, text, out) {
+                    Ok(made) => made,
+                    Err(surrogates) => make_str(py, &surrogates),
+                })
+            });
+            out.map_err(|e| map_error(py, &e))?.transpose()?.map(Bound::into_any)
+        };
+        if let Some(e) = f.take_owed() {
+            st.deferred = Some(map_error(py, &e));
         }
-        match &mut st.mode {
-            Mode::Bytes(b) => {
-                let Some(bytes) = chunk_bytes(item)? else {
-                    return Err(PyTypeError::new_err(format!(
-                        "item at position {position} is {}, but the stream started with bytes",
-                        type_name(item)
-                    )));
-                };
-                let mut buf = Vec::new();
-                let result = b.feed_deferring(set, &bytes, &mut buf);
-                let result = defer_decoding(py, &mut st.deferred, result);
-                let out = bytes_output(py, result, item, &bytes, &buf)?;
-                Ok((!out.as_bytes().is_empty()).then(|| out.into_any()))
-            }
-            _ => Err(PyTypeError::new_err(format!(
-                "item at position {position} is {}, but the stream started with str",
-                type_name(item)
-            ))),
-        }
+        Ok(out)
     }
 
     /// The upstream ended: release what is held.
@@ -353,55 +292,31 @@ impl StopStream {
         py: Python<'py>,
         st: &mut StreamState,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let set = &*self.stops.set;
-        match (&mut st.mode, &self.stops.ext) {
-            (Mode::ComposedText(t), Some(c)) => {
-                let mut out = Vec::new();
-                t.finish(&c.matcher, &mut out);
-                return Ok((!out.is_empty())
-                    .then(|| make_str(py, &out))
-                    .transpose()?
-                    .map(Bound::into_any));
-            }
-            (Mode::ComposedBytes(b), Some(c)) => {
-                let mut out = Vec::new();
-                let owed =
-                    b.finish_deferring(&c.matcher, &mut out).map_err(|e| map_error(py, &e))?;
-                st.deferred = owed.map(|e| map_error(py, &e));
-                return Ok((!out.is_empty()).then(|| PyBytes::new(py, &out).into_any()));
-            }
-            (Mode::Unknown, Some(c)) => {
-                let mut t = MatchStream::new(&c.matcher);
-                t.finish(&c.matcher, &mut Vec::new());
-                st.mode = Mode::ComposedText(t);
-                return Ok(None);
-            }
-            _ => {}
-        }
-        match &mut st.mode {
-            Mode::ComposedText(_) | Mode::ComposedBytes(_) => Ok(None),
-            Mode::Unknown => {
-                // An empty upstream ends like any other stream.
-                let mut t = TextStream::new(self.include_stop);
-                t.finish(set);
-                st.mode = Mode::Text(t);
-                Ok(None)
-            }
-            Mode::Text(t) => {
-                let held = t.finish(set);
-                Ok((!held.is_empty()).then(|| make_str(py, held)).transpose()?.map(Bound::into_any))
-            }
-            Mode::Bytes(b) => {
-                let mut out = Vec::new();
-                let owed = b.finish_deferring(set, &mut out).map_err(|e| map_error(py, &e))?;
-                st.deferred = owed.map(|e| map_error(py, &e));
-                Ok((!out.is_empty()).then(|| PyBytes::new(py, &out).into_any()))
-            }
+        let f = match &mut st.mode {
             Mode::Stage(stage) => {
                 stage_end(py, stage, &mut st.queue)?;
-                Ok(None)
+                return Ok(None);
             }
+            Mode::Filter(f) => f,
+            Mode::Unknown => {
+                // An empty upstream ends like any other stream.
+                let mut f = Filter::new(&self.stops.core, false, self.include_stop, false);
+                let _ = f.finish();
+                st.mode = Mode::Filter(f);
+                return Ok(None);
+            }
+        };
+        let bytes = f.is_bytes();
+        let out = match f.finish() {
+            Ok([]) => None,
+            Ok(held) if bytes => Some(PyBytes::new(py, held).into_any()),
+            Ok(held) => Some(make_str(py, held)?.into_any()),
+            Err(e) => return Err(map_error(py, &e)),
+        };
+        if let Some(e) = f.take_owed() {
+            st.deferred = Some(map_error(py, &e));
         }
+        Ok(out)
     }
 
     /// The per-chunk path of `wrap` over exact `str` or `bytes` chunks, the one a token stream
@@ -412,7 +327,7 @@ impl StopStream {
     /// generator per chunk (44 ns on the token corpus; the general path 68 ns, 2.4×), over
     /// `bytes` 2.1× (3.0×), and a literal list with a skip region 53 ns (76 ns), 1.3× the plain
     /// literal list.
-    fn next_text<'py>(
+    fn next_fast<'py>(
         &self,
         py: Python<'py>,
         st: &mut StreamState,
@@ -420,20 +335,14 @@ impl StopStream {
         if !st.queue.is_empty() || st.done {
             return self.next_piece(py, st, None);
         }
-        let fast = match st.mode {
-            Mode::Text(_) => self.fast_text(py, st),
-            Mode::ComposedText(_) => self.fast_composed(py, st),
-            Mode::Bytes(_) => self.fast_bytes(py, st),
-            _ => Fast::NotTaken,
-        };
-        match fast {
+        match self.fast(py, st) {
             Fast::Done(out) => out,
             Fast::Pulled(pulled) => self.next_piece(py, st, Some(pulled)),
             Fast::NotTaken => self.next_piece(py, st, None),
         }
     }
 
-    /// What a fed chunk gave, on a fast path: its output, or the end of the stream for a stop
+    /// What a fed chunk gave, on the fast path: its output, or the end of the stream for a stop
     /// or an output that could not be made.
     #[inline]
     fn fast_out<'py>(
@@ -452,11 +361,10 @@ impl StopStream {
         out.map(|out| Ok(Some(out)))
     }
 
-    /// The fast path over a literal list and `str` chunks.
-    fn fast_text<'py>(&self, py: Python<'py>, st: &mut StreamState) -> Fast<'py> {
-        let set = &*self.stops.set;
+    /// The fast path over the built-in filter and exact `str` (or, over bytes, `bytes`) chunks.
+    fn fast<'py>(&self, py: Python<'py>, st: &mut StreamState) -> Fast<'py> {
         loop {
-            let (Mode::Text(t), Some(upstream)) = (&mut st.mode, &st.upstream) else {
+            let (Mode::Filter(f), Some(upstream)) = (&mut st.mode, &st.upstream) else {
                 return Fast::NotTaken;
             };
             let item = match self.fast_pull(py, upstream) {
@@ -464,112 +372,36 @@ impl StopStream {
                 Err(pulled) => return Fast::Pulled(pulled),
             };
             let mut stack = None;
-            let Some(bytes) = str_chunk(&item, &mut stack) else {
-                return Fast::Pulled(Pulled(Some(Ok(item))));
-            };
-            if t.passes_whole(set, &bytes) {
-                st.position += 1;
-                if bytes.is_empty() {
-                    continue;
-                }
-                return Fast::Done(Ok(Some(item)));
-            }
-            let before = t.state_id();
-            let Ok(e) = t.feed(set, &bytes) else { return Fast::Pulled(Pulled(Some(Ok(item)))) };
-            st.position += 1;
-            let out = if e.from_held != 0 {
-                // Held text is released only from an open stream that holds it (never with
-                // `include_stop`), so it is the state's string from before the call.
-                joined_str(py, &set.held(before)[..e.from_held], &bytes[..e.from_input])
-                    .map(|s| Some(s.into_any()))
-            } else if e.from_input == 0 {
-                Ok(None)
-            } else if e.from_input == bytes.len() {
-                Ok(Some(item))
+            let bytes_stream = f.is_bytes();
+            let chunk = if bytes_stream {
+                item.cast_exact::<PyBytes>().ok().map(|b| Cow::Borrowed(b.as_bytes()))
             } else {
-                make_str(py, &bytes[..e.from_input]).map(|s| Some(s.into_any()))
+                str_chunk(&item, &mut stack)
             };
-            if let Some(done) = self.fast_out(py, st, out) {
-                return Fast::Done(done);
-            }
-        }
-    }
-
-    /// The fast path over a composed list (contract §6) and `str` chunks.
-    fn fast_composed<'py>(&self, py: Python<'py>, st: &mut StreamState) -> Fast<'py> {
-        let Some(c) = &self.stops.ext else { return Fast::NotTaken };
-        loop {
-            let (Mode::ComposedText(t), Some(upstream)) = (&mut st.mode, &st.upstream) else {
-                return Fast::NotTaken;
-            };
-            let item = match self.fast_pull(py, upstream) {
-                Ok(item) => item,
-                Err(pulled) => return Fast::Pulled(pulled),
-            };
-            let mut stack = None;
-            let Some(bytes) = str_chunk(&item, &mut stack) else {
-                return Fast::Pulled(Pulled(Some(Ok(item))));
-            };
-            if t.pass_clear(&c.matcher, &bytes) {
+            let Some(bytes) = chunk else { return Fast::Pulled(Pulled(Some(Ok(item)))) };
+            if f.pass_whole(&bytes) {
                 st.position += 1;
                 if bytes.is_empty() {
                     continue;
                 }
                 return Fast::Done(Ok(Some(item)));
             }
-            let mut buf = Vec::new();
-            // An error (input after the end) changes nothing: the general path raises it.
-            let Ok(fed) = t.feed(&c.matcher, &bytes, &mut buf) else {
-                return Fast::Pulled(Pulled(Some(Ok(item))));
+            // An error changes nothing: the general path feeds the chunk again and raises.
+            let Ok(fed) = f.feed(&bytes) else { return Fast::Pulled(Pulled(Some(Ok(item)))) };
+            let out = if fed.bytes.is_empty() {
+                Ok(None)
+            } else if fed.whole {
+                Ok(Some(item))
+            } else if bytes_stream {
+                Ok(Some(PyBytes::new(py, fed.bytes).into_any()))
+            } else {
+                make_str(py, fed.bytes).map(|s| Some(s.into_any()))
             };
+            if let Some(e) = f.take_owed() {
+                st.deferred = Some(map_error(py, &e));
+            }
             st.position += 1;
-            let out = match fed {
-                ByteOut::Input if !bytes.is_empty() => Ok(Some(item)),
-                ByteOut::Buffer if !buf.is_empty() => {
-                    make_str(py, &buf).map(|s| Some(s.into_any()))
-                }
-                _ => Ok(None),
-            };
             if let Some(done) = self.fast_out(py, st, out) {
-                return Fast::Done(done);
-            }
-        }
-    }
-
-    /// The fast path over a literal list and exact `bytes` chunks.
-    fn fast_bytes<'py>(&self, py: Python<'py>, st: &mut StreamState) -> Fast<'py> {
-        let set = &*self.stops.set;
-        loop {
-            let (Mode::Bytes(b), Some(upstream)) = (&mut st.mode, &st.upstream) else {
-                return Fast::NotTaken;
-            };
-            let item = match self.fast_pull(py, upstream) {
-                Ok(item) => item,
-                Err(pulled) => return Fast::Pulled(pulled),
-            };
-            let Ok(chunk) = item.cast_exact::<PyBytes>() else {
-                return Fast::Pulled(Pulled(Some(Ok(item))));
-            };
-            let bytes = chunk.as_bytes();
-            if b.passes_whole(set, bytes) {
-                st.position += 1;
-                if bytes.is_empty() {
-                    continue;
-                }
-                return Fast::Done(Ok(Some(item)));
-            }
-            let mut buf = Vec::new();
-            // An error leaves the stream as it was: the general path feeds it again and raises.
-            let Ok(fed) = b.feed(set, bytes, &mut buf) else {
-                return Fast::Pulled(Pulled(Some(Ok(item))));
-            };
-            st.position += 1;
-            let out = match fed {
-                ByteOut::Input if !bytes.is_empty() => Some(item),
-                ByteOut::Buffer if !buf.is_empty() => Some(PyBytes::new(py, &buf).into_any()),
-                _ => None,
-            };
-            if let Some(done) = self.fast_out(py, st, Ok(out)) {
                 return Fast::Done(done);
             }
         }
@@ -767,22 +599,6 @@ fn exact_ascii<'a>(text: &'a Bound<'_, PyString>) -> Option<&'a [u8]> {
     }
 }
 
-/// A bytes feed by contract §9.9: a decoding error deferred beside the output (the end of the
-/// text before an invalid sequence fired a stop) goes to `deferred`, raised after the last
-/// piece; the feed itself succeeded.
-fn defer_decoding(
-    py: Python<'_>,
-    deferred: &mut Option<PyErr>,
-    result: Result<(ByteOut, Option<crate::Error>), crate::Error>,
-) -> Result<ByteOut, crate::Error> {
-    result.map(|(fed, owed)| {
-        if let Some(e) = owed {
-            *deferred = Some(map_error(py, &e));
-        }
-        fed
-    })
-}
-
 /// Whether the item just fed ended the input: a stop fired, or the stage is closing.
 fn closing(py: Python<'_>, st: &StreamState) -> PyResult<bool> {
     match &st.mode {
@@ -887,7 +703,7 @@ impl StopStream {
                 "stream is already being iterated (concurrent or re-entrant call)",
             ));
         };
-        let mut result = self.next_text(py, &mut st);
+        let mut result = self.next_fast(py, &mut st);
         if self.close_requested.load(Ordering::Acquire) && !st.settled {
             // Closed from elsewhere during the pull: the consumer wants no more output. The
             // iterator is idle again, so it can be closed now.
@@ -992,7 +808,7 @@ impl StopStream {
     #[getter]
     fn stop_sequence(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
         let status = self.snapshot().status;
-        if self.stops.ext.is_some() && matches!(status, Status::Stopped(_)) {
+        if self.stops.core.is_composed() && matches!(status, Status::Stopped(_)) {
             let g = self.composed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             if let Some(m) = g.1.clone() {
                 drop(g);
@@ -1015,7 +831,7 @@ impl StopStream {
     #[getter]
     fn pending<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let snap = self.snapshot();
-        if self.stops.ext.is_some() {
+        if self.stops.core.is_composed() {
             let held = if snap.status == Status::Open {
                 self.composed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).0.clone()
             } else {
@@ -1026,7 +842,7 @@ impl StopStream {
             }
             return Ok(make_str(py, &held)?.into_any());
         }
-        let set = &*self.stops.set;
+        let set = self.stops.set();
         let held = if self.include_stop || snap.status != Status::Open {
             &[][..]
         } else {

@@ -28,35 +28,22 @@ pub(super) fn truncate<'py>(
     })?;
     let (stops, include_stop) = resolve(py, stops, include_stop, SkipArgs { skip, skip_until })?;
     let bytes = str_bytes(text)?;
-    if let Some(c) = &stops.ext {
-        let m = &*c.matcher;
-        let (n, hit) = if bytes.len() >= DETACH_THRESHOLD {
-            py.detach(|| m.truncate(&bytes))
-        } else {
-            m.truncate(&bytes)
-        };
-        let out = if hit.is_none() && text.is_exact_instance_of::<PyString>() {
-            text.clone()
-        } else {
-            make_str(py, &bytes[..n])?
-        };
-        let stop = match hit {
-            Some((_, matched)) => Some(make_str(py, &matched)?.into_any().unbind()),
-            None => None,
-        };
-        return Ok((out, stop));
-    }
-    let set = &*stops.set;
+    let compiled = &stops.core;
     let (n, hit) = if bytes.len() >= DETACH_THRESHOLD {
-        py.detach(|| set.truncate(&bytes, include_stop))
+        py.detach(|| compiled.truncate(&bytes, include_stop))
     } else {
-        set.truncate(&bytes, include_stop)
+        compiled.truncate(&bytes, include_stop)
     };
     let out = if hit.is_none() && text.is_exact_instance_of::<PyString>() {
         text.clone()
     } else {
         make_str(py, &bytes[..n])?
     };
-    let stop = hit.and_then(|i| stops.tuple.bind(py).get_item(i).ok().map(Bound::unbind));
+    // A composed list reports the text matched, a literal one the item as given.
+    let stop = match hit {
+        Some((_, Some(matched))) => Some(make_str(py, &matched)?.into_any().unbind()),
+        Some((i, None)) => stops.tuple.bind(py).get_item(i).ok().map(Bound::unbind),
+        None => None,
+    };
     Ok((out, stop))
 }

@@ -245,7 +245,7 @@ pub(super) fn engine_step<'py>(
             s.fed = s
                 .state
                 .literal
-                .feed_id(&s.vocab.inner, &s.filter.stops.set, s.id, &mut out)
+                .feed_id(&s.vocab.inner, s.filter.stops.set(), s.id, &mut out)
                 .map_err(|e| (i, e))?;
             s.out = (start, out.len() as u32);
             if s.fed.whole && s.fed.released == 1 {
@@ -329,7 +329,7 @@ impl<'a> Batch<'a> {
             let vocab = filter.vocab.get();
             let mut item = BatchEntry {
                 vocab: &vocab.inner,
-                set: &filter.stops.set,
+                set: filter.stops.set(),
                 slot: 0,
                 ids: start..ids.ids.len(),
                 out: 0..0,

@@ -79,14 +79,10 @@ impl TokenStopFilter {
         let inner = &vocab.get().inner;
         // `Stop` or `Regex` items, or skip regions: the composed matcher, as the text and byte
         // filters run it.
-        let build = || match &stops.ext {
-            Some(c) => AnyTokenStream::composed(
-                inner,
-                Arc::clone(&c.matcher),
-                include_stop,
-                replace,
-                &ids.ids,
-            ),
+        let build = || match stops.matcher() {
+            Some(c) => {
+                AnyTokenStream::composed(inner, Arc::clone(c), include_stop, replace, &ids.ids)
+            }
             None => TokenStream::new(inner, include_stop, replace, &ids.ids)
                 .map(AnyTokenStream::literal),
         };
@@ -109,7 +105,7 @@ impl TokenStopFilter {
             // is emitted.
             let mut out = Vec::new();
             let result =
-                lock(py, &self.state)?.feed_id(&vocab.inner, &self.stops.set, id, &mut out);
+                lock(py, &self.state)?.feed_id(&vocab.inner, self.stops.set(), id, &mut out);
             let fed = result.map_err(|e| token_error(py, &e, |_| id.to_string(), self.size()))?;
             return vocab.piece_of(py, id, &out, fed);
         }
@@ -121,7 +117,7 @@ impl TokenStopFilter {
             None => &buf[..short.unwrap_or(0)],
         };
         with_out(|out| {
-            let result = lock(py, &self.state)?.feed(&vocab.inner, &self.stops.set, ids, out);
+            let result = lock(py, &self.state)?.feed(&vocab.inner, self.stops.set(), ids, out);
             let n = result.map_err(|e| {
                 // Only the general conversion meets ints too large for `i64`.
                 let shown = |p: usize| {
@@ -135,7 +131,7 @@ impl TokenStopFilter {
 
     fn finish(&self, py: Python<'_>) -> PyResult<Py<TokenPiece>> {
         let (text, n) = with_out(|out| {
-            let result = lock(py, &self.state)?.finish(&self.stops.set, out);
+            let result = lock(py, &self.state)?.finish(self.stops.set(), out);
             let n = result.map_err(|e| map_error(py, &e))?;
             Ok::<_, PyErr>((make_str(py, out)?, n))
         })?;
@@ -143,7 +139,7 @@ impl TokenStopFilter {
     }
 
     fn reset(&self, py: Python<'_>) -> PyResult<()> {
-        lock(py, &self.state)?.reset(&self.stops.set);
+        lock(py, &self.state)?.reset(self.stops.set());
         Ok(())
     }
 
@@ -214,7 +210,7 @@ impl TokenStopFilter {
 
     #[getter]
     fn pending<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyString>> {
-        let held = lock(py, &self.state)?.held(&self.stops.set).to_vec();
+        let held = lock(py, &self.state)?.held(self.stops.set()).to_vec();
         make_str(py, &held)
     }
 
