@@ -1,7 +1,6 @@
 //! The native pull iterator `StopStream`: wraps an upstream iterable of `str` or bytes chunks.
 
 use std::borrow::Cow;
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -18,7 +17,7 @@ use super::stopset::{
 };
 use super::try_lock;
 use crate::lock::TryLock;
-use crate::{Filter, Status};
+use crate::{Action, Filter, Lifecycle, Status};
 
 #[allow(clippy::large_enum_variant, reason = "one per stream, made once and never moved")]
 enum Mode {
@@ -44,26 +43,12 @@ struct StreamState {
     mode: Mode,
     /// The upstream iterator, until the stream ends or is cleared by the GC.
     upstream: Option<Py<PyIterator>>,
-    /// Output owed to the consumer before anything else (a stage's items).
-    queue: VecDeque<Py<PyAny>>,
     /// Items pulled so far (to name a bad item's position).
     position: usize,
-    /// No more pulls: a stop fired, the upstream ended or raised, or the stream was closed.
-    done: bool,
-    /// The upstream was closed, or released after running out: no close is left to do.
-    settled: bool,
-    /// An exception raised after the last output: from closing the upstream after a stop, or
-    /// the decoding error of an invalid sequence that ended the text and so fired the stop
-    /// (contract §9.9; a failing close is then its `__context__`).
-    deferred: Option<PyErr>,
-}
-
-impl StreamState {
-    /// No more pulls; the caller settles the upstream.
-    fn end(&mut self) {
-        self.done = true;
-        self.upstream = None;
-    }
+    /// The lifecycle's state: output owed (a stage's items), an error deferred past it (a
+    /// failing close after a stop, or the decoding error of contract §9.9), and whether the
+    /// stream may pull again.
+    life: Lifecycle<Py<PyAny>, PyErr>,
 }
 
 /// The sync driver of the stream lifecycle (contract §9), over the built-in text or bytes
@@ -153,20 +138,77 @@ impl StopStream {
         }
     }
 
-    /// Ends the stream and closes what is still open of the upstream (each object once).
+    /// Closes what is still open of the upstream (the lifecycle asks once).
     fn close_upstream(&self, py: Python<'_>, st: &mut StreamState) -> PyResult<()> {
-        st.end();
-        if std::mem::replace(&mut st.settled, true) {
-            return Ok(());
-        }
+        st.upstream = None;
         self.call_closer(py, pyo3::intern!(py, "close"))
     }
 
-    /// Closes the upstream where nobody is left to tell of a failure: the error goes to
-    /// `sys.unraisablehook`.
-    fn close_quietly(&self, py: Python<'_>, st: &mut StreamState) {
-        if let Err(err) = self.close_upstream(py, st) {
-            err.write_unraisable(py, None);
+    /// Carries out the lifecycle's actions until one hands the consumer an item, an error or
+    /// the end.
+    fn run<'py>(
+        &self,
+        py: Python<'py>,
+        st: &mut StreamState,
+        mut action: Action<Py<PyAny>, PyErr>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        loop {
+            action = match action {
+                Action::Deliver(out) => return Ok(Some(out.into_bound(py))),
+                Action::Raise(err) => return Err(err),
+                Action::End => return Ok(None),
+                Action::Pull => self.pull_step(py, st, None),
+                Action::Close(why) => {
+                    let failure = self.close_upstream(py, st).err();
+                    let closed = st.life.closed(why, failure, |e, c| e.set_context(py, Some(c)));
+                    if let Some(failure) = closed.report {
+                        failure.write_unraisable(py, None);
+                    }
+                    closed.action
+                }
+                Action::EndStage => {
+                    let owed = self.finish_mode(py, st)?;
+                    st.life.owed(owed);
+                    st.life.next()
+                }
+            };
+        }
+    }
+
+    /// One pull (or what a fast path pulled) told to the lifecycle.
+    fn pull_step(
+        &self,
+        py: Python<'_>,
+        st: &mut StreamState,
+        pulled: Option<Pulled<'_>>,
+    ) -> Action<Py<PyAny>, PyErr> {
+        let Some(upstream) = st.upstream.as_ref() else { return Action::End };
+        let result = pulled.map_or_else(|| pull(py, upstream), |p| p.0);
+        let close_requested = self.close_requested.load(Ordering::Acquire);
+        let item = match result {
+            Some(Ok(item)) => item,
+            None => {
+                let action = st.life.exhausted(close_requested);
+                if matches!(action, Action::EndStage) {
+                    // Ran out by itself: nothing to close.
+                    st.upstream = None;
+                    if let Err(err) = self.call_closer(py, pyo3::intern!(py, "disarm")) {
+                        return Action::Raise(err);
+                    }
+                }
+                return action;
+            }
+            Some(Err(err)) => return st.life.raised(err, close_requested),
+        };
+        if close_requested {
+            return st.life.closed_during_pull();
+        }
+        let position = st.position;
+        st.position += 1;
+        let fed = self.feed_item(py, st, &item, position);
+        match fed.and_then(|out| Ok((out, closing(py, st)?))) {
+            Ok((out, closing)) => st.life.fed(out.map(Bound::unbind), closing),
+            Err(err) => st.life.refused(err),
         }
     }
 
@@ -228,7 +270,7 @@ impl StopStream {
             Mode::Stage(stage) => {
                 let out = stage.bind(py).call_method1(pyo3::intern!(py, "push"), (item,))?;
                 if let Ok(list) = out.cast::<PyList>() {
-                    st.queue.extend(list.iter().map(Bound::unbind));
+                    st.life.owed(list.iter().map(Bound::unbind));
                     return Ok(None);
                 }
                 return Ok(out.is_truthy()?.then_some(out));
@@ -281,21 +323,17 @@ impl StopStream {
             out.map_err(|e| map_error(py, &e))?.transpose()?.map(Bound::into_any)
         };
         if let Some(e) = f.take_owed() {
-            st.deferred = Some(map_error(py, &e));
+            st.life.defer(map_error(py, &e), |e, c| e.set_context(py, Some(c)));
         }
         Ok(out)
     }
 
-    /// The upstream ended: release what is held.
-    fn finish_mode<'py>(
-        &self,
-        py: Python<'py>,
-        st: &mut StreamState,
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+    /// The upstream is done: what the filter still holds, or the stage still owes.
+    fn finish_mode(&self, py: Python<'_>, st: &mut StreamState) -> PyResult<Vec<Py<PyAny>>> {
         let f = match &mut st.mode {
             Mode::Stage(stage) => {
-                stage_end(py, stage, &mut st.queue)?;
-                return Ok(None);
+                let owed = stage.bind(py).call_method0(pyo3::intern!(py, "end"))?;
+                return owed.try_iter()?.map(|item| item.map(Bound::unbind)).collect();
             }
             Mode::Filter(f) => f,
             Mode::Unknown => {
@@ -303,20 +341,20 @@ impl StopStream {
                 let mut f = Filter::new(&self.stops.core, false, self.include_stop, false);
                 let _ = f.finish();
                 st.mode = Mode::Filter(f);
-                return Ok(None);
+                return Ok(Vec::new());
             }
         };
         let bytes = f.is_bytes();
         let out = match f.finish() {
             Ok([]) => None,
-            Ok(held) if bytes => Some(PyBytes::new(py, held).into_any()),
-            Ok(held) => Some(make_str(py, held)?.into_any()),
+            Ok(held) if bytes => Some(PyBytes::new(py, held).into_any().unbind()),
+            Ok(held) => Some(make_str(py, held)?.into_any().unbind()),
             Err(e) => return Err(map_error(py, &e)),
         };
         if let Some(e) = f.take_owed() {
-            st.deferred = Some(map_error(py, &e));
+            st.life.defer(map_error(py, &e), |e, c| e.set_context(py, Some(c)));
         }
-        Ok(out)
+        Ok(out.into_iter().collect())
     }
 
     /// The per-chunk path of `wrap` over exact `str` or `bytes` chunks, the one a token stream
@@ -332,40 +370,23 @@ impl StopStream {
         py: Python<'py>,
         st: &mut StreamState,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        if !st.queue.is_empty() || st.done {
-            return self.next_piece(py, st, None);
+        let action = st.life.next();
+        if !matches!(action, Action::Pull) {
+            return self.run(py, st, action);
         }
-        match self.fast(py, st) {
-            Fast::Done(out) => out,
-            Fast::Pulled(pulled) => self.next_piece(py, st, Some(pulled)),
-            Fast::NotTaken => self.next_piece(py, st, None),
-        }
-    }
-
-    /// What a fed chunk gave, on the fast path: its output, or the end of the stream for a stop
-    /// or an output that could not be made.
-    #[inline]
-    fn fast_out<'py>(
-        &self,
-        py: Python<'py>,
-        st: &mut StreamState,
-        out: PyResult<Option<Bound<'py, PyAny>>>,
-    ) -> Option<PyResult<Option<Bound<'py, PyAny>>>> {
-        let out = match out {
-            Ok(out) => out,
-            Err(err) => return Some(Err(self.item_failed(py, st, err))),
+        let action = match self.fast(py, st) {
+            Fast::Out(out) => return Ok(Some(out)),
+            Fast::Then(action) => action,
+            Fast::Pulled(pulled) => self.pull_step(py, st, Some(pulled)),
         };
-        if st.mode.status() != Status::Open {
-            return Some(self.after_stop(py, st, out));
-        }
-        out.map(|out| Ok(Some(out)))
+        self.run(py, st, action)
     }
 
     /// The fast path over the built-in filter and exact `str` (or, over bytes, `bytes`) chunks.
     fn fast<'py>(&self, py: Python<'py>, st: &mut StreamState) -> Fast<'py> {
         loop {
             let (Mode::Filter(f), Some(upstream)) = (&mut st.mode, &st.upstream) else {
-                return Fast::NotTaken;
+                return Fast::Then(Action::Pull);
             };
             let item = match self.fast_pull(py, upstream) {
                 Ok(item) => item,
@@ -384,7 +405,7 @@ impl StopStream {
                 if bytes.is_empty() {
                     continue;
                 }
-                return Fast::Done(Ok(Some(item)));
+                return Fast::Out(item);
             }
             // An error changes nothing: the general path feeds the chunk again and raises.
             let Ok(fed) = f.feed(&bytes) else { return Fast::Pulled(Pulled(Some(Ok(item)))) };
@@ -398,11 +419,15 @@ impl StopStream {
                 make_str(py, fed.bytes).map(|s| Some(s.into_any()))
             };
             if let Some(e) = f.take_owed() {
-                st.deferred = Some(map_error(py, &e));
+                st.life.defer(map_error(py, &e), |e, c| e.set_context(py, Some(c)));
             }
             st.position += 1;
-            if let Some(done) = self.fast_out(py, st, out) {
-                return Fast::Done(done);
+            let closing = f.status() != Status::Open;
+            match out {
+                Ok(Some(out)) if !closing => return Fast::Out(out),
+                Ok(None) if !closing => {}
+                Ok(out) => return Fast::Then(st.life.fed(out.map(Bound::unbind), true)),
+                Err(err) => return Fast::Then(st.life.refused(err)),
             }
         }
     }
@@ -420,114 +445,19 @@ impl StopStream {
             other => Err(Pulled(other)),
         }
     }
-
-    fn next_piece<'py>(
-        &self,
-        py: Python<'py>,
-        st: &mut StreamState,
-        mut pulled: Option<Pulled<'py>>,
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        loop {
-            if let Some(out) = st.queue.pop_front() {
-                return Ok(Some(out.into_bound(py)));
-            }
-            if st.done {
-                return st.deferred.take().map_or(Ok(None), Err);
-            }
-            let Some(upstream) = st.upstream.as_ref() else {
-                st.done = true;
-                continue;
-            };
-            let item = match pulled.take().map_or_else(|| pull(py, upstream), |p| p.0) {
-                Some(Ok(item)) => item,
-                None => {
-                    // Ran out by itself: nothing to close.
-                    st.end();
-                    st.settled = true;
-                    self.call_closer(py, pyo3::intern!(py, "disarm"))?;
-                    if let Some(out) = self.finish_mode(py, st)? {
-                        return Ok(Some(out));
-                    }
-                    continue;
-                }
-                Some(Err(err)) => {
-                    if self.close_requested.load(Ordering::Acquire) {
-                        // The close from elsewhere ended the read (a dropped connection).
-                        return Ok(None);
-                    }
-                    // Propagates unchanged; the stream ends and the upstream is closed.
-                    self.close_quietly(py, st);
-                    return Err(err);
-                }
-            };
-            if self.close_requested.load(Ordering::Acquire) {
-                return Ok(None); // closed during the pull: the item is not delivered
-            }
-            let position = st.position;
-            st.position += 1;
-            let fed = self.feed_item(py, st, &item, position);
-            let closing = fed.as_ref().map_or(Ok(false), |_| closing(py, st));
-            let out = match (fed, closing) {
-                (Ok(out), Ok(closing)) => {
-                    if !closing {
-                        if out.is_some() {
-                            return Ok(out);
-                        }
-                        continue;
-                    }
-                    out
-                }
-                (Err(err), _) | (_, Err(err)) => return Err(self.item_failed(py, st, err)),
-            };
-            return self.after_stop(py, st, out);
-        }
-    }
-
-    /// A bad item (or one whose output could not be made): it is consumed and cannot be fed
-    /// again, and going on would splice the text around it. Ends the stream and cancels the
-    /// upstream; a failure to close is kept as the error's context.
-    fn item_failed(&self, py: Python<'_>, st: &mut StreamState, err: PyErr) -> PyErr {
-        if let Err(close_error) = self.close_upstream(py, st) {
-            err.set_context(py, Some(close_error));
-        }
-        err
-    }
-
-    /// A stop (or a stage closing): close the upstream now, then deliver the last piece and
-    /// what the stage still owes; a failing close is raised after them.
-    fn after_stop<'py>(
-        &self,
-        py: Python<'py>,
-        st: &mut StreamState,
-        out: Option<Bound<'py, PyAny>>,
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        if let Err(err) = self.close_upstream(py, st) {
-            match &st.deferred {
-                Some(first) => first.set_context(py, Some(err)),
-                None => st.deferred = Some(err),
-            }
-        }
-        if let Mode::Stage(stage) = &st.mode {
-            stage_end(py, stage, &mut st.queue)?;
-        }
-        if out.is_some() {
-            return Ok(out);
-        }
-        self.next_piece(py, st, None)
-    }
 }
 
 /// What a pull from the upstream gave: an item, its end (`None`), or its error.
 struct Pulled<'py>(Option<PyResult<Bound<'py, PyAny>>>);
 
-/// How a fast path ended.
+/// How the fast path ended.
 enum Fast<'py> {
-    /// With the pull's result.
-    Done(PyResult<Option<Bound<'py, PyAny>>>),
+    /// With an item for the consumer.
+    Out(Bound<'py, PyAny>),
+    /// With the lifecycle's next action (a stop, a bad item, or no fast path to take).
+    Then(Action<Py<PyAny>, PyErr>),
     /// With something pulled that the general path takes from here.
     Pulled(Pulled<'py>),
-    /// Without pulling: the general path does it all.
-    NotTaken,
 }
 
 /// The UTF-8 of an exact `str` chunk: read in place when ASCII, else encoded into `stack`
@@ -607,15 +537,6 @@ fn closing(py: Python<'_>, st: &StreamState) -> PyResult<bool> {
     }
 }
 
-/// Queues what a stage still owes once its upstream is done.
-fn stage_end(py: Python<'_>, stage: &Py<PyAny>, queue: &mut VecDeque<Py<PyAny>>) -> PyResult<()> {
-    let owed = stage.bind(py).call_method0(pyo3::intern!(py, "end"))?;
-    for item in owed.try_iter()? {
-        queue.push_back(item?.unbind());
-    }
-    Ok(())
-}
-
 impl StopStream {
     fn build(
         py: Python<'_>,
@@ -647,11 +568,8 @@ impl StopStream {
             state: TryLock::new(StreamState {
                 mode,
                 upstream: Some(upstream.unbind()),
-                queue: VecDeque::new(),
                 position: 0,
-                done: false,
-                settled: false,
-                deferred: None,
+                life: Lifecycle::new(),
             }),
             closer: Mutex::new(closer),
             snapshot: AtomicU64::new(0),
@@ -704,13 +622,11 @@ impl StopStream {
             ));
         };
         let mut result = self.next_fast(py, &mut st);
-        if self.close_requested.load(Ordering::Acquire) && !st.settled {
-            // Closed from elsewhere during the pull: the consumer wants no more output. The
-            // iterator is idle again, so it can be closed now.
-            st.queue.clear();
-            st.deferred = None;
-            let closed = self.close_upstream(py, &mut st);
-            result = closed.and(result.map(|_| None));
+        if self.close_requested.load(Ordering::Acquire) && !st.life.is_settled() {
+            // Closed from elsewhere while the item was fed: the consumer wants no more output.
+            // The iterator is idle again, so it can be closed now.
+            let action = st.life.closed_during_pull();
+            result = self.run(py, &mut st, action);
         }
         self.publish(&st);
         drop(st);
@@ -718,8 +634,11 @@ impl StopStream {
             // A `close()` that came after the check above found the lock taken and left its
             // request (possible only in a free-threaded build): carry it out now.
             if let Some(mut st) = try_lock(py, &self.state) {
-                st.queue.clear();
-                self.close_quietly(py, &mut st);
+                if st.life.close() {
+                    if let Err(err) = self.close_upstream(py, &mut st) {
+                        err.write_unraisable(py, None);
+                    }
+                }
             }
         }
         result
@@ -729,9 +648,7 @@ impl StopStream {
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         self.close_requested.store(true, Ordering::Release);
         if let Some(mut st) = try_lock(py, &self.state) {
-            st.queue.clear();
-            st.deferred = None;
-            return self.close_upstream(py, &mut st);
+            return if st.life.close() { self.close_upstream(py, &mut st) } else { Ok(()) };
         }
         // A `__next__` is running (another thread, or this call comes from the upstream): close
         // at once what can be closed while the iterator runs; the running call closes the rest
@@ -753,7 +670,7 @@ impl StopStream {
             if let Mode::Stage(stage) = &st.mode {
                 visit.call(stage)?;
             }
-            for item in &st.queue {
+            for item in st.life.queued() {
                 visit.call(item)?;
             }
         }
@@ -768,9 +685,8 @@ impl StopStream {
         // before anything in it is cleared); dropping the references is all that is left.
         Python::attach(|py| {
             if let Some(mut st) = try_lock(py, &self.state) {
-                st.end();
-                st.settled = true;
-                st.queue.clear();
+                st.upstream = None;
+                st.life.clear();
                 if matches!(st.mode, Mode::Stage(_)) {
                     st.mode = Mode::Unknown;
                 }
@@ -887,7 +803,7 @@ impl StopStream {
         };
         let out = self.finish_mode(py, &mut st);
         self.publish(&st);
-        out
+        Ok(out?.pop().map(|o| o.into_bound(py)))
     }
 
     /// The decoding error owed after the stop that [`StopStream::stage_push`] or
@@ -897,6 +813,6 @@ impl StopStream {
         let Some(mut st) = try_lock(py, &self.state) else {
             return Err(PyRuntimeError::new_err("filter called re-entrantly while in use"));
         };
-        Ok(st.deferred.take())
+        Ok(st.life.take_deferred())
     }
 }
