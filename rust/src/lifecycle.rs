@@ -108,7 +108,7 @@ impl<T, E> Lifecycle<T, E> {
     }
 
     /// The consumer wants the next item.
-    pub fn next(&mut self) -> Action<T, E> {
+    pub fn next_action(&mut self) -> Action<T, E> {
         if let Some(out) = self.queue.pop_front() {
             return Action::Deliver(out);
         }
@@ -141,9 +141,9 @@ impl<T, E> Lifecycle<T, E> {
             Some(out) if self.queue.is_empty() => Action::Deliver(out),
             Some(out) => {
                 self.queue.push_back(out);
-                self.next()
+                self.next_action()
             }
-            None => self.next(),
+            None => self.next_action(),
         }
     }
 
@@ -274,23 +274,26 @@ mod tests {
     /// Errors as strings; a context is recorded as `"error <- context"`.
     type Lc = Lifecycle<&'static str, String>;
 
+    /// What one pull gave: an item's output and whether it fired a stop, or an error.
+    type Pull = Result<(Option<&'static str>, bool), String>;
+
     /// Drives `lc` through `events` (one per `Pull`: `Some(item)` fed, `None` the end),
     /// closing with `close_fails`, and returns what the consumer saw.
     fn drive(
         lc: &mut Lc,
-        pulls: &[Result<(Option<&'static str>, bool), String>],
+        pulls: &[Pull],
         close_fails: bool,
         stage_end: &[&'static str],
     ) -> Vec<String> {
         let contexts = RefCell::new(Vec::new());
         let mut seen = Vec::new();
         let mut pulls = pulls.iter();
-        let mut step = lc.next();
+        let mut step = lc.next_action();
         loop {
             step = match step {
                 Action::Deliver(t) => {
                     seen.push(t.to_string());
-                    lc.next()
+                    lc.next_action()
                 }
                 Action::Raise(e) => {
                     seen.push(format!("raise {e}"));
@@ -316,7 +319,7 @@ mod tests {
                 }
                 Action::EndStage => {
                     lc.owed(stage_end.iter().copied());
-                    lc.next()
+                    lc.next_action()
                 }
             };
         }
@@ -329,7 +332,7 @@ mod tests {
         let ok = |o: Option<&'static str>| Ok((o, false));
         let stop = |o: Option<&'static str>| Ok((o, true));
         let err = |e: &str| Err(e.to_string());
-        let cases: &[(&str, Vec<Result<(Option<&'static str>, bool), String>>, bool, &[&str])] = &[
+        let cases: &[(&str, Vec<Pull>, bool, &[&str])] = &[
             ("a b end", vec![ok(Some("a")), ok(None), ok(Some("b"))], false, &["end"]),
             ("a close last end", vec![ok(Some("a")), stop(Some("last"))], false, &["end"]),
             (
@@ -348,14 +351,14 @@ mod tests {
             let seen = drive(&mut lc, pulls, *fails, end).join(" ");
             assert_eq!(seen, *want);
             assert!(lc.is_done() && lc.is_settled(), "{want}");
-            assert!(matches!(lc.next(), Action::End));
+            assert!(matches!(lc.next_action(), Action::End));
         }
     }
 
     #[test]
     fn a_close_during_a_pull_drops_the_item_and_ends() {
         let mut lc = Lc::new();
-        assert!(matches!(lc.next(), Action::Pull));
+        assert!(matches!(lc.next_action(), Action::Pull));
         let Action::Close(why) = lc.closed_during_pull() else { panic!() };
         let closed = lc.closed(why, Some("failed".into()), |_, _| panic!());
         assert!(matches!(closed.action, Action::End));
@@ -371,7 +374,7 @@ mod tests {
         lc.owed(["x"]);
         assert!(lc.close());
         assert!(!lc.close());
-        assert!(matches!(lc.next(), Action::End));
+        assert!(matches!(lc.next_action(), Action::End));
         let mut lc = Lc::new();
         assert!(matches!(lc.exhausted(false), Action::EndStage));
         assert!(!lc.close(), "ran out by itself: nothing to close");
@@ -386,8 +389,8 @@ mod tests {
         let closed =
             lc.closed(why, Some("close".into()), |e, c| contexts.borrow_mut().push((e.clone(), c)));
         assert!(matches!(closed.action, Action::EndStage));
-        assert!(matches!(lc.next(), Action::Deliver("cut")));
-        assert!(matches!(lc.next(), Action::Raise(e) if e == "decode"));
+        assert!(matches!(lc.next_action(), Action::Deliver("cut")));
+        assert!(matches!(lc.next_action(), Action::Raise(e) if e == "decode"));
         assert_eq!(contexts.into_inner(), [("decode".to_string(), "close".to_string())]);
     }
 }

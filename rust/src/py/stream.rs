@@ -169,7 +169,7 @@ impl StopStream {
                 Action::EndStage => {
                     let owed = self.finish_mode(py, st)?;
                     st.life.owed(owed);
-                    st.life.next()
+                    st.life.next_action()
                 }
             };
         }
@@ -370,7 +370,7 @@ impl StopStream {
         py: Python<'py>,
         st: &mut StreamState,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let action = st.life.next();
+        let action = st.life.next_action();
         if !matches!(action, Action::Pull) {
             return self.run(py, st, action);
         }
