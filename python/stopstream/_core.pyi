@@ -593,12 +593,10 @@ _T = TypeVar("_T")
 
 @disjoint_base
 class AsyncDriver:
-    """The native part of the async stream lifecycle (``stopstream._lifecycle.AsyncPull``).
+    """The async driver of the stream lifecycle (``stopstream._lifecycle.AsyncPull``).
 
-    It holds the stream's state and runs the common step of a pull (deliver queued output,
-    pull, feed the stage, return); every other event of a pull is a coroutine method of the
-    Python subclass (``_upstream_raised``, ``_bad_item``, ``_stopped``,
-    ``_closed_during_pull``), which the pull's awaitable runs in place.
+    It holds the stream's state, and its pulls and closes carry out the actions of the one
+    lifecycle state machine that the sync driver (``StopStream``) follows too.
     """
 
     def __new__(cls, *_args: Any, **_kwargs: Any) -> Self:
@@ -616,39 +614,24 @@ class AsyncDriver:
     def __anext__(self) -> Awaitable[Any]:
         """The next pull: an ``AsyncPullStep``, which does nothing until first awaited (or
         sent to)."""
+    def aclose(self) -> Awaitable[None]:
+        """End the stream and close the upstream (once; later calls do nothing): an
+        ``AsyncPullStep`` that awaits each object's ``aclose()`` (else ``close()``).
+
+        From another task while a pull waits on the upstream, it returns at once without
+        raising: the object given is closed now where it is not the iterator itself, and the
+        waiting pull closes the iterator as soon as it returns, then ends.
+        """
     @property
     def _stage(self) -> Any:
         """The stage given to ``_start`` (``None`` before)."""
     @property
     def _running(self) -> bool:
         """Whether a pull is in progress."""
-    @property
-    def _done(self) -> bool:
-        """Whether the stream takes no more pulls."""
-    @_done.setter
-    def _done(self, value: bool) -> None: ...
-    @property
-    def _close_requested(self) -> bool:
-        """Whether ``aclose()`` came during a pull."""
-    @_close_requested.setter
-    def _close_requested(self, value: bool) -> None: ...
-    def _defer(self, error: BaseException) -> None:
-        """Keep ``error`` (a failed close after a stop) to raise after the last output."""
-    def _clear_queue(self) -> None:
-        """Drop the output queued for delivery."""
-    def _take_upstream(self) -> list[Any]:
-        """What is left of the upstream to close, each object once; the driver lets go of it."""
-    def _take_source(self) -> Any:
-        """The object given, when it is not the iterator and not closed yet (then marked
-        closed), else ``None``."""
-    def _release(self) -> None:
-        """The upstream ran out by itself: let go of it, nothing to close."""
-    def _end_stage(self) -> None:
-        """Queue what the stage still owes once the upstream is done (its ``end()``)."""
 
 @final
 class AsyncPullStep(Generic[_T]):
-    """One pull of an ``AsyncDriver``, with a coroutine's protocol.
+    """One pull of an ``AsyncDriver`` (or its ``aclose()``), with a coroutine's protocol.
 
     ``await`` returns the next piece (raises ``StopAsyncIteration`` at the end). Like a
     coroutine it does nothing until first sent to, cannot be awaited twice, and when dropped

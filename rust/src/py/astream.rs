@@ -1,51 +1,52 @@
 //! The native async driver of the stream lifecycle (contract §9): `AsyncDriver`, the base of
-//! `stopstream._lifecycle.AsyncPull`, and `AsyncPullStep`, the awaitable its `__anext__` returns.
+//! `stopstream._lifecycle.AsyncPull`, and `AsyncPullStep`, the awaitable its `__anext__` and
+//! `aclose()` return.
 //!
-//! A Python `async def __anext__` costs a coroutine object and a frame per item, on top of the
-//! upstream's own: `awrap` ran at 2.2–2.9× an async generator passing the chunks through. Here
-//! `__anext__` is a plain native method returning a small native awaitable that drives the
-//! upstream's awaitable itself (`PyIter_Send`, which for a coroutine hands back the return
-//! value without creating a `StopIteration`), feeds the stage, and returns the output; when the
-//! stage holds the item back it pulls the next one within the same awaitable. The piece goes
-//! back through the `am_send` slot (set by `slots::install`: PyO3 cannot declare it), as a
-//! coroutine's return value does, with no `StopIteration` where `await` calls the slot
-//! (measured on CPython 3.11; on 3.12+ `SEND` may call `__next__` or `send` of an object that
-//! is not a generator instead). Returned as a `StopIteration` from `__next__` it would cost
-//! more than the rest of the step (PyO3 on CPython 3.11 normalizes every exception it raises):
-//! the per-chunk `awrap` row is 1.9× to 2.0× the floor (1 to 4 stops) through the slot, with
-//! the upstream's `__anext__` and `__await__` reached through their slots and the stage read
-//! without a lock, where a `StopIteration` per item made it 3.0× (no free list for the
-//! awaitable: see `AsyncPullStep`).
+//! The rules are the core's [`Lifecycle`], which the sync driver (`stream.rs`) follows too: a
+//! pull carries out its actions, awaiting where the sync driver calls. A Python `async def
+//! __anext__` would cost a coroutine object and a frame per item on top of the upstream's own
+//! (`awrap` ran at 2.2–2.9× an async generator passing the chunks through); here `__anext__` is
+//! a plain native method returning a small native awaitable that drives the upstream's
+//! awaitable itself (`PyIter_Send`, which for a coroutine hands back the return value without
+//! creating a `StopIteration`), feeds the stage, and returns the output; when the stage holds
+//! the item back it pulls the next one within the same awaitable. The piece goes back through
+//! the `am_send` slot (set by `slots::install`: PyO3 cannot declare it), as a coroutine's
+//! return value does, with no `StopIteration` where `await` calls the slot (measured on
+//! CPython 3.11; on 3.12+ `SEND` may call `__next__` or `send` of an object that is not a
+//! generator instead). Returned as a `StopIteration` from `__next__` it would cost more than the
+//! rest of the step (PyO3 on CPython 3.11 normalizes every exception it raises): the per-chunk
+//! `awrap` row is 1.9× to 2.0× the floor (1 to 4 stops) through the slot, where a
+//! `StopIteration` per item made it 3.0×.
 //!
-//! Only the common step runs here: deliver queued output, pull, feed, return. Every other event
-//! of the lifecycle (the upstream raised or ran out, a bad item, a stop, a close requested
-//! during the pull) needs awaits to close the upstream, and is handed to a coroutine method of
-//! the Python subclass (`_upstream_raised`, `_bad_item`, `_stopped`, `_closed_during_pull`),
-//! which the awaitable then drives the same way, forwarding `send` and `throw`. So the policy
-//! is written once, in `stopstream._lifecycle`; this file holds no rule of its own beyond the
-//! order of the common step.
+//! Closing the upstream awaits each object's `aclose()` (else `close()`, awaited when it
+//! returns an awaitable) in the same awaitable type, in its closing mode. The close after a
+//! stop runs in a task of its own, awaited through `asyncio.shield`: a cancellation of the pull
+//! propagates at once, the close still completes (deferring its failure to the stream itself),
+//! and what the stop decided stays queued for later pulls.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 use pyo3::exceptions::{
-    PyBaseException, PyException, PyGeneratorExit, PyRuntimeError, PyStopAsyncIteration,
-    PyStopIteration, PyTypeError, PyValueError,
+    PyException, PyGeneratorExit, PyRuntimeError, PyStopAsyncIteration, PyStopIteration,
+    PyTypeError, PyValueError,
 };
 use pyo3::ffi;
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyDict, PyList, PyTuple};
 use pyo3::PyTraverseError;
 
-use super::errors::type_name;
+use super::awaits::{
+    anext, await_iter, is_awaitable, made, send, throw_into, thrown, yielded, Input, Sent,
+};
 use super::stream::StopStream;
 use super::{lock, try_lock};
 use crate::lock::{Guard, TryLock};
+use crate::{Action, Close, Lifecycle};
 
-/// The flag `types.coroutine` sets on a generator's code (`inspect.CO_ITERABLE_COROUTINE`).
-const CO_ITERABLE_COROUTINE: i64 = 0x100;
+type Life = Lifecycle<Py<PyAny>, PyErr>;
 
 struct DriverState {
     /// The upstream iterator, until the stream ends.
@@ -54,21 +55,24 @@ struct DriverState {
     source: Option<Py<PyAny>>,
     /// `source` was closed already (by `aclose()` during a pull).
     closed_source: bool,
-    /// Output owed to the consumer before anything else.
-    queue: VecDeque<Py<PyAny>>,
     /// Pulls started so far (to name a bad item's position).
     position: usize,
-    /// No more pulls: a stop, the upstream ended or raised, or the stream was closed.
-    done: bool,
-    /// An exception from closing the upstream after a stop, raised after the last output.
-    deferred: Option<Py<PyAny>>,
+    life: Life,
     /// The awaitable of the last pull that delivered, kept to serve the next `__anext__`
     /// (see `AsyncPullStep`). Finished, it refers to nothing, so it makes no cycle.
     spare: Option<Py<AsyncPullStep>>,
 }
 
-/// The async lifecycle driver: the state and the common step of `__anext__`; the rest of the
-/// policy is in its Python subclass `stopstream._lifecycle.AsyncPull`.
+impl DriverState {
+    /// What is left of the upstream to close (each object once), which the stream lets go of.
+    fn take_upstream(&mut self) -> VecDeque<Py<PyAny>> {
+        let iterator = self.iterator.take();
+        let source = self.source.take().filter(|_| !self.closed_source);
+        iterator.into_iter().chain(source).collect()
+    }
+}
+
+/// The async lifecycle driver.
 ///
 /// The state sits behind the per-object lock, taken only around reads and writes of it, never
 /// across a call into Python (the upstream, the stage or a finalizer may read the stream's
@@ -101,345 +105,284 @@ impl Staged {
     }
 }
 
+/// What the event loop's exception handler is told of a close that failed with nobody to
+/// raise it to.
+fn report(py: Python<'_>, message: &str, err: PyErr) {
+    let told = (|| {
+        let asyncio = py.import("asyncio")?;
+        let Ok(event_loop) = asyncio.call_method0("get_running_loop") else { return Ok(()) };
+        let context = PyDict::new(py);
+        context.set_item("message", message)?;
+        context.set_item("exception", err.into_value(py))?;
+        event_loop.call_method1("call_exception_handler", (context,)).map(drop)
+    })();
+    if let Err(err) = told {
+        err.write_unraisable(py, None);
+    }
+}
+
 impl AsyncDriver {
     fn st(&self, py: Python<'_>) -> PyResult<Guard<'_, DriverState>> {
         lock(py, &self.state)
     }
 
-    /// Takes over the decoding error the built-in filter owes after its stop (contract §9.9),
-    /// to raise after the last output.
-    fn owe(&self, py: Python<'_>, filter: &Py<StopStream>) -> PyResult<()> {
-        if let Some(err) = filter.get().stage_owed(py)? {
-            let exc = err.into_value(py).into_any();
-            let old = self.st(py)?.deferred.replace(exc);
-            drop(old);
+    /// The lifecycle's next action, under the lock.
+    fn next_action(&self, py: Python<'_>) -> Action<Py<PyAny>, PyErr> {
+        match self.st(py) {
+            Ok(mut st) => st.life.next_action(),
+            Err(err) => Action::Raise(err),
         }
+    }
+
+    /// Keeps an error to raise after the last output.
+    fn defer(&self, py: Python<'_>, err: PyErr) -> PyResult<()> {
+        let mut st = self.st(py)?;
+        st.life.defer(err, |first, err| first.set_context(py, Some(err)));
         Ok(())
     }
 
-    /// Feeds one pulled item (the `position`-th) to the stage.
-    fn push<'py>(
-        &self,
-        py: Python<'py>,
-        item: &Bound<'py, PyAny>,
-        position: usize,
-    ) -> PyResult<Pushed<'py>> {
-        if self.close_requested.load(Ordering::Acquire) {
-            return Ok(Pushed::Closed);
+    /// Takes over the decoding error the built-in filter owes after its stop (contract §9.9),
+    /// to raise after the last output.
+    fn owe(&self, py: Python<'_>, filter: &Py<StopStream>) -> PyResult<()> {
+        match filter.get().stage_owed(py)? {
+            Some(err) => self.defer(py, err),
+            None => Ok(()),
         }
-        let (out, closing) = match self.stage.get() {
-            Some(Staged::Filter(filter)) => match filter.get().stage_push(py, item, position) {
-                Ok((out, stopped)) => {
-                    if stopped {
-                        self.owe(py, filter)?;
-                    }
-                    (out, stopped)
+    }
+
+    /// Feeds one pulled item (the `position`-th) to the stage: what the lifecycle does next.
+    fn item(
+        &self,
+        py: Python<'_>,
+        item: &Bound<'_, PyAny>,
+        position: usize,
+    ) -> Action<Py<PyAny>, PyErr> {
+        if self.close_requested.load(Ordering::Acquire) {
+            return self.with_life(py, Life::closed_during_pull);
+        }
+        match self.push(py, item, position) {
+            Ok((out, closing)) => self.with_life(py, |life| life.fed(out, closing)),
+            Err(err) => self.with_life(py, |life| life.refused(err)),
+        }
+    }
+
+    fn with_life(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Life) -> Action<Py<PyAny>, PyErr>,
+    ) -> Action<Py<PyAny>, PyErr> {
+        match self.st(py) {
+            Ok(mut st) => f(&mut st.life),
+            Err(err) => Action::Raise(err),
+        }
+    }
+
+    /// The stage's output for one item, and whether it is closing.
+    fn push(
+        &self,
+        py: Python<'_>,
+        item: &Bound<'_, PyAny>,
+        position: usize,
+    ) -> PyResult<(Option<Py<PyAny>>, bool)> {
+        match self.stage.get() {
+            Some(Staged::Filter(filter)) => {
+                let (out, stopped) = filter.get().stage_push(py, item, position)?;
+                if stopped {
+                    self.owe(py, filter)?;
                 }
-                Err(err) => return Ok(bad(py, err)),
-            },
+                Ok((out.map(Bound::unbind), stopped))
+            }
             Some(Staged::Python(stage)) => {
                 let stage = stage.bind(py);
-                let out = match stage.call_method1(pyo3::intern!(py, "push"), (item,)) {
-                    Ok(out) => out,
-                    Err(err) => return Ok(bad(py, err)),
-                };
+                let out = stage.call_method1(pyo3::intern!(py, "push"), (item,))?;
                 let out = if let Ok(list) = out.cast_exact::<PyList>() {
                     // Reading a list's items runs no Python code: safe under the lock.
-                    self.st(py)?.queue.extend(list.iter().map(Bound::unbind));
+                    self.st(py)?.life.owed(list.iter().map(Bound::unbind));
                     None
                 } else {
-                    out.is_truthy()?.then_some(out)
+                    out.is_truthy()?.then(|| out.unbind())
                 };
-                (out, stage.getattr(pyo3::intern!(py, "closing"))?.is_truthy()?)
+                Ok((out, stage.getattr(pyo3::intern!(py, "closing"))?.is_truthy()?))
             }
-            None => return Err(PyRuntimeError::new_err("stream was not started")),
+            None => Err(PyRuntimeError::new_err("stream was not started")),
+        }
+    }
+
+    /// The upstream's `__anext__` or its awaitable raised `err`.
+    fn upstream_raised(&self, py: Python<'_>, err: PyErr) -> Action<Py<PyAny>, PyErr> {
+        let err = made(py, err);
+        let close_requested = self.close_requested.load(Ordering::Acquire);
+        if !err.is_instance_of::<PyStopAsyncIteration>(py) {
+            return self.with_life(py, |life| life.raised(err, close_requested));
+        }
+        let (action, released) = match self.st(py) {
+            Ok(mut st) => {
+                let action = st.life.exhausted(close_requested);
+                // Ran out by itself: nothing to close.
+                let released = matches!(action, Action::EndStage)
+                    .then(|| (st.iterator.take(), st.source.take()));
+                (action, released)
+            }
+            Err(err) => (Action::Raise(err), None),
         };
-        if closing {
-            if let Some(out) = out {
-                self.st(py)?.queue.push_front(out.unbind());
+        drop(released);
+        action
+    }
+
+    /// Queues what the stage still owes once the upstream is done.
+    fn end_stage(&self, py: Python<'_>) -> PyResult<()> {
+        let owed: Vec<Py<PyAny>> = match self.stage.get() {
+            Some(Staged::Filter(filter)) => {
+                let out = filter.get().stage_end(py)?.map(Bound::unbind).into_iter().collect();
+                self.owe(py, filter)?;
+                out
             }
-            return Ok(Pushed::Stopped);
+            Some(Staged::Python(stage)) => {
+                let owed = stage.bind(py).call_method0(pyo3::intern!(py, "end"))?;
+                owed.try_iter()?.map(|item| item.map(Bound::unbind)).collect::<PyResult<_>>()?
+            }
+            None => Vec::new(),
+        };
+        self.st(py)?.life.owed(owed);
+        Ok(())
+    }
+
+    /// A close the lifecycle asked for ended, failing with `failure` or not.
+    fn closed(
+        &self,
+        py: Python<'_>,
+        why: Close<PyErr>,
+        failure: Option<PyErr>,
+    ) -> Action<Py<PyAny>, PyErr> {
+        let message = match &why {
+            Close::Upstream(err) if is_cancellation(py, err) => {
+                "closing the upstream after a cancellation"
+            }
+            Close::Upstream(_) => "closing the upstream after its error",
+            _ => "closing the upstream after aclose() from another task",
+        };
+        let closed = match self.st(py) {
+            Ok(mut st) => st.life.closed(why, failure, |e, c| e.set_context(py, Some(c))),
+            Err(err) => return Action::Raise(err),
+        };
+        if let Some(failure) = closed.report {
+            report(py, message, failure);
         }
-        Ok(out.map_or(Pushed::Nothing, Pushed::Out))
+        closed.action
     }
 }
 
-/// A bad item: the stage's error, for `_bad_item`; anything but an `Exception` propagates.
-fn bad(py: Python<'_>, err: PyErr) -> Pushed<'_> {
-    if err.is_instance_of::<PyException>(py) {
-        Pushed::Bad(err)
-    } else {
-        Pushed::Raise(err)
-    }
-}
-
-enum Pushed<'py> {
-    Out(Bound<'py, PyAny>),
-    /// Held back, or queued.
-    Nothing,
-    /// The stage is closing (a stop fired); its output is queued.
-    Stopped,
-    /// `aclose()` came during the pull: the item is not delivered.
-    Closed,
-    Bad(PyErr),
-    Raise(PyErr),
-}
-
-/// What a driven awaitable did.
-pub(super) enum Sent<'py> {
-    Yield(Bound<'py, PyAny>),
-    Return(Bound<'py, PyAny>),
-}
-
-/// One `send` into an awaitable's iterator: `PyIter_Send`, which runs a coroutine through its
-/// `am_send` slot (no `StopIteration` is created for its return value) and anything else
-/// through `__next__` or `send`.
-fn send<'py>(it: &Bound<'py, PyAny>, value: &Bound<'py, PyAny>) -> PyResult<Sent<'py>> {
-    let py = it.py();
-    let mut result = std::ptr::null_mut();
-    // SAFETY: both pointers are live objects held by the bounds for the call; `PyIter_Send`
-    // stores a new reference in `result` unless it reports an error, which it leaves set.
-    #[allow(unsafe_code)]
-    unsafe {
-        match ffi::PyIter_Send(it.as_ptr(), value.as_ptr(), &raw mut result) {
-            ffi::PySendResult::PYGEN_NEXT => Ok(Sent::Yield(Bound::from_owned_ptr(py, result))),
-            ffi::PySendResult::PYGEN_RETURN => Ok(Sent::Return(Bound::from_owned_ptr(py, result))),
-            ffi::PySendResult::PYGEN_ERROR => Err(PyErr::fetch(py)),
-        }
-    }
-}
-
-/// `err` with its exception made by CPython: raised and fetched back. PyO3 makes a lazy error's
-/// exception (for `is_instance_of`, which then matches with `PyErr_GivenExceptionMatches`)
-/// through `Python::attach`, which panics once the interpreter is finalizing; a fetched error
-/// is made already.
-fn made(py: Python<'_>, err: PyErr) -> PyErr {
-    err.restore(py);
-    PyErr::fetch(py)
-}
-
-/// An exception thrown into an awaitable's iterator, as a coroutine awaiting it does: a
-/// `GeneratorExit` closes it and is raised where it waits; anything else goes to its `throw`
-/// (raised where it waits when it has none).
-fn throw_into<'py>(it: &Bound<'py, PyAny>, err: PyErr) -> PyResult<Sent<'py>> {
-    let py = it.py();
-    let err = made(py, err);
-    if err.is_instance_of::<PyGeneratorExit>(py) {
-        if let Some(close) = it.getattr_opt(pyo3::intern!(py, "close"))? {
-            close.call0()?;
-        }
-        return Err(err);
-    }
-    let Some(throw) = it.getattr_opt(pyo3::intern!(py, "throw"))? else {
-        return Err(err);
-    };
-    match throw.call1((err.into_value(py),)) {
-        Ok(value) => Ok(Sent::Yield(value)),
-        Err(e) if e.is_instance_of::<PyStopIteration>(py) => {
-            Ok(Sent::Return(e.value(py).getattr(pyo3::intern!(py, "value"))?))
-        }
-        Err(e) => Err(e),
-    }
-}
-
-/// `iterator.__anext__()` as `async for` calls it: through the type's slot (an async
-/// generator's is native, so no method lookup), else the attribute.
-fn anext<'py>(iterator: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    let py = iterator.py();
-    // SAFETY: reads the slot table of the type of a live object (not the limited API); the
-    // slot, called with that object, returns a new reference or NULL with an error set.
-    #[allow(unsafe_code)]
-    unsafe {
-        let methods = (*ffi::Py_TYPE(iterator.as_ptr())).tp_as_async;
-        if let Some(slot) = methods.as_ref().and_then(|m| m.am_anext) {
-            return Bound::from_owned_ptr_or_err(py, slot(iterator.as_ptr()));
-        }
-    }
-    iterator.call_method0(pyo3::intern!(py, "__anext__"))
-}
-
-/// Whether `object` is a coroutine: its exact type (`PyCoro_CheckExact` in PyO3 also walks the
-/// MRO of every other type, an async generator's `asend` object per item).
-///
-/// # Safety
-///
-/// `object` is a live object.
-#[allow(unsafe_code)]
-unsafe fn is_coroutine(object: *mut ffi::PyObject) -> bool {
-    // SAFETY: the caller passes a live object; the type object is a static of CPython's.
-    unsafe { std::ptr::eq(ffi::Py_TYPE(object), &raw const ffi::PyCoro_Type) }
-}
-
-/// The iterator `await` drives for `awaitable` (CPython's rule): a coroutine itself, else what
-/// its `__await__()` returns (through the type's slot: an async generator's `asend` object
-/// returns itself, with no bound method made per item), else a generator made a coroutine by
-/// `types.coroutine`.
-fn await_iter(awaitable: Bound<'_, PyAny>) -> PyResult<Bound<'_, PyAny>> {
-    let py = awaitable.py();
-    // SAFETY: type checks and a slot read of a live object (not the limited API); the slot,
-    // called with that object, returns a new reference or NULL with an error set.
-    #[allow(unsafe_code)]
-    let it = unsafe {
-        if is_coroutine(awaitable.as_ptr()) {
-            return Ok(awaitable);
-        }
-        let methods = (*ffi::Py_TYPE(awaitable.as_ptr())).tp_as_async;
-        match methods.as_ref().and_then(|m| m.am_await) {
-            Some(slot) => Some(Bound::from_owned_ptr_or_err(py, slot(awaitable.as_ptr()))?),
-            None => None,
-        }
-    };
-    if let Some(it) = it {
-        // SAFETY: type and slot checks of a live object.
-        #[allow(unsafe_code)]
-        let (iterator, coroutine) =
-            unsafe { (ffi::PyIter_Check(it.as_ptr()) != 0, is_coroutine(it.as_ptr())) };
-        if coroutine {
-            return Err(PyTypeError::new_err("__await__() returned a coroutine"));
-        }
-        if !iterator {
-            return Err(PyTypeError::new_err(format!(
-                "__await__() returned non-iterator of type '{}'",
-                type_name(&it)
-            )));
-        }
-        return Ok(it);
-    }
-    // SAFETY: a type check of a live object.
-    #[allow(unsafe_code)]
-    let generator = unsafe { ffi::PyGen_Check(awaitable.as_ptr()) } != 0;
-    if generator {
-        let flags: i64 = awaitable.getattr("gi_code")?.getattr("co_flags")?.extract()?;
-        if flags & CO_ITERABLE_COROUTINE != 0 {
-            return Ok(awaitable);
-        }
-    }
-    Err(PyTypeError::new_err(format!(
-        "object {} can't be used in 'await' expression",
-        type_name(&awaitable)
-    )))
-}
-
-/// Where a pull goes next.
-enum Event<'py> {
-    /// Deliver what is queued, else pull.
-    Next,
-    /// The upstream's awaitable returned an item, the `position`-th.
-    Item(Bound<'py, PyAny>, usize),
-    /// The upstream's `__anext__` or its awaitable raised.
-    Raised(PyErr),
+fn is_cancellation(py: Python<'_>, err: &PyErr) -> bool {
+    py.import("asyncio")
+        .and_then(|m| m.getattr("CancelledError"))
+        .is_ok_and(|t| err.get_type(py).is_subclass(&t).unwrap_or(false))
 }
 
 /// How a step of a pull ended.
-enum Action<'py> {
+enum Outcome<'py> {
     /// Suspended: the awaitable driven yielded this to the event loop.
     Yield(Step, Bound<'py, PyAny>),
     Deliver(Bound<'py, PyAny>),
     Raise(PyErr),
 }
 
-/// Starts a policy coroutine of the Python side and drives it to its first suspension.
-fn handle<'py>(
+/// Carries out the lifecycle's actions from `action` until the pull suspends, delivers or
+/// raises.
+fn advance<'py>(
     driver: &Bound<'py, AsyncDriver>,
-    name: &Bound<'py, PyString>,
-    args: Bound<'py, PyTuple>,
-) -> Result<Event<'py>, Action<'py>> {
-    let py = driver.py();
-    let coroutine = driver.call_method1(name, args).map_err(Action::Raise)?;
-    match send(&coroutine, &py.None().into_bound(py)) {
-        Ok(Sent::Yield(value)) => {
-            Err(Action::Yield(Step::Handling(driver.clone().unbind(), coroutine.unbind()), value))
-        }
-        Ok(Sent::Return(_)) => Ok(Event::Next),
-        Err(err) => Err(Action::Raise(err)),
-    }
-}
-
-/// The common step: from `event` until the pull suspends, delivers or raises.
-fn advance<'py>(driver: &Bound<'py, AsyncDriver>, mut event: Event<'py>) -> Action<'py> {
+    mut action: Action<Py<PyAny>, PyErr>,
+) -> Outcome<'py> {
     let py = driver.py();
     let this = driver.get();
+    let none = py.None().into_bound(py);
     loop {
-        let next = match event {
-            Event::Next => {
+        action = match action {
+            Action::Deliver(out) => return Outcome::Deliver(out.into_bound(py)),
+            Action::Raise(err) => return Outcome::Raise(err),
+            Action::End => return Outcome::Raise(PyStopAsyncIteration::new_err(())),
+            Action::Pull => {
                 let (iterator, position) = {
                     let mut st = match this.st(py) {
                         Ok(st) => st,
-                        Err(err) => return Action::Raise(err),
+                        Err(err) => return Outcome::Raise(err),
                     };
-                    if let Some(out) = st.queue.pop_front() {
-                        return Action::Deliver(out.into_bound(py));
-                    }
-                    if let Some(exc) = st.deferred.take() {
-                        drop(st);
-                        return Action::Raise(PyErr::from_value(exc.into_bound(py)));
-                    }
-                    let iterator = match &st.iterator {
-                        Some(iterator) if !st.done => iterator.clone_ref(py).into_bound(py),
-                        _ => return Action::Raise(PyStopAsyncIteration::new_err(())),
+                    let Some(iterator) = st.iterator.as_ref().map(|i| i.clone_ref(py)) else {
+                        return Outcome::Raise(PyStopAsyncIteration::new_err(()));
                     };
                     let position = st.position;
                     st.position += 1;
-                    (iterator, position)
+                    (iterator.into_bound(py), position)
                 };
                 let pulled = anext(&iterator)
                     .and_then(await_iter)
-                    .and_then(|it| Ok((send(&it, &py.None().into_bound(py))?, it)));
+                    .and_then(|it| Ok((send(&it, &none)?, it)));
                 match pulled {
                     Ok((Sent::Yield(value), it)) => {
                         let step = Step::Pulling(driver.clone().unbind(), it.unbind(), position);
-                        return Action::Yield(step, value);
+                        return Outcome::Yield(step, value);
                     }
-                    Ok((Sent::Return(item), _)) => Ok(Event::Item(item, position)),
-                    Err(err) => Ok(Event::Raised(err)),
+                    Ok((Sent::Return(item), _)) => this.item(py, &item, position),
+                    Err(err) => this.upstream_raised(py, err),
                 }
             }
-            Event::Item(item, position) => match this.push(py, &item, position) {
-                Ok(Pushed::Out(out)) => return Action::Deliver(out),
-                Ok(Pushed::Nothing) => Ok(Event::Next),
-                Ok(Pushed::Stopped) => {
-                    handle(driver, pyo3::intern!(py, "_stopped"), PyTuple::empty(py))
-                }
-                Ok(Pushed::Closed) => {
-                    handle(driver, pyo3::intern!(py, "_closed_during_pull"), PyTuple::empty(py))
-                }
-                Ok(Pushed::Bad(err)) => {
-                    let args = (err.into_value(py), item, position).into_pyobject(py);
-                    match args {
-                        Ok(args) => handle(driver, pyo3::intern!(py, "_bad_item"), args),
-                        Err(err) => return Action::Raise(err),
+            Action::Close(why) => match start_close(driver, &why) {
+                Ok(it) => match send(&it, &none) {
+                    Ok(Sent::Yield(value)) => {
+                        let step = Step::Closing(driver.clone().unbind(), it.unbind(), why);
+                        return Outcome::Yield(step, value);
                     }
-                }
-                Ok(Pushed::Raise(err)) | Err(err) => return Action::Raise(err),
+                    Ok(Sent::Return(_)) => this.closed(py, why, None),
+                    Err(err) => match close_failed(driver, why, err) {
+                        Ok(action) => action,
+                        Err(err) => return Outcome::Raise(err),
+                    },
+                },
+                Err(err) => return Outcome::Raise(err),
             },
-            Event::Raised(err) => {
-                let args = PyTuple::new(py, [err.into_value(py)]);
-                match args {
-                    Ok(args) => handle(driver, pyo3::intern!(py, "_upstream_raised"), args),
-                    Err(err) => return Action::Raise(err),
-                }
-            }
+            Action::EndStage => match this.end_stage(py) {
+                Ok(()) => this.next_action(py),
+                Err(err) => return Outcome::Raise(err),
+            },
         };
-        match next {
-            Ok(next) => event = next,
-            Err(action) => return action,
-        }
     }
 }
 
-/// A step's outcome through the iterator protocol (`__next__`, `send`, `throw`): the value
-/// yielded, or the piece returned as the `StopIteration` that ends the awaitable. (`await`
-/// takes the `am_send` slot instead, which returns the piece without an exception.) A tuple or
-/// an exception given as the exception's argument would be taken apart, so it is wrapped.
-fn yielded(sent: Sent<'_>) -> PyResult<Bound<'_, PyAny>> {
-    let value = match sent {
-        Sent::Yield(value) => return Ok(value),
-        Sent::Return(value) => value,
-    };
-    if value.is_instance_of::<PyTuple>() || value.is_instance_of::<PyBaseException>() {
-        return Err(PyStopIteration::new_err((value.unbind(),)));
+/// The awaitable iterator of the close the lifecycle asked for: the objects' closes, or after
+/// a stop those closes in a task of their own, through `asyncio.shield`.
+fn start_close<'py>(
+    driver: &Bound<'py, AsyncDriver>,
+    why: &Close<PyErr>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = driver.py();
+    let objects = driver.get().st(py)?.take_upstream();
+    if !matches!(why, Close::Stop) {
+        return Ok(AsyncPullStep::closing(py, objects, CloseMode::Raise)?.into_any());
     }
-    Err(PyStopIteration::new_err(value.unbind()))
+    let closer = AsyncPullStep::closing(py, objects, CloseMode::Defer(driver.clone().unbind()))?;
+    let asyncio = py.import("asyncio")?;
+    let task = asyncio.call_method1("ensure_future", (closer,))?;
+    await_iter(asyncio.call_method1("shield", (task,))?)
+}
+
+/// A close the lifecycle asked for raised `err`: a cancellation of the pull while a stop's
+/// close runs (it goes on in its task; what the stop decided stays queued), a failure to
+/// close, or something that is no `Exception`, which propagates.
+fn close_failed(
+    driver: &Bound<'_, AsyncDriver>,
+    why: Close<PyErr>,
+    err: PyErr,
+) -> PyResult<Action<Py<PyAny>, PyErr>> {
+    let py = driver.py();
+    let this = driver.get();
+    let err = made(py, err);
+    if matches!(why, Close::Stop) && is_cancellation(py, &err) {
+        this.end_stage(py)?;
+        return Err(err);
+    }
+    if !err.is_instance_of::<PyException>(py) {
+        return Err(err);
+    }
+    Ok(this.closed(py, why, Some(err)))
 }
 
 #[pymethods]
@@ -452,10 +395,8 @@ impl AsyncDriver {
                 iterator: None,
                 source: None,
                 closed_source: false,
-                queue: VecDeque::new(),
                 position: 0,
-                done: false,
-                deferred: None,
+                life: Lifecycle::new(),
                 spare: None,
             }),
             stage: OnceLock::new(),
@@ -502,106 +443,41 @@ impl AsyncDriver {
         Bound::new(py, AsyncPullStep { step: TryLock::new(Step::Start(slf.clone().unbind())) })
     }
 
-    #[getter(_stage)]
-    fn stage(&self, py: Python<'_>) -> Option<Py<PyAny>> {
-        self.stage.get().map(|s| s.object().clone_ref(py))
+    /// End the stream and close the upstream (once; later calls do nothing).
+    ///
+    /// From another task while this stream waits on the upstream, it returns at once without
+    /// raising: the object given is closed now where it is not the iterator itself (an SDK
+    /// stream's `close()` drops the connection, which ends the pending read), and the waiting
+    /// `__anext__` closes the iterator as soon as its pull returns, then ends.
+    fn aclose<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, AsyncPullStep>> {
+        let (objects, mode) = {
+            let mut st = self.st(py)?;
+            if self.running.load(Ordering::Acquire) {
+                st.life.abandon();
+                self.close_requested.store(true, Ordering::Release);
+                let source =
+                    st.source.as_ref().filter(|_| !st.closed_source).map(|s| s.clone_ref(py));
+                st.closed_source |= source.is_some();
+                let message = "closing the upstream from aclose() during a pull";
+                (source.into_iter().collect(), CloseMode::Report(message))
+            } else if st.life.close() {
+                (st.take_upstream(), CloseMode::Raise)
+            } else {
+                (VecDeque::new(), CloseMode::Raise)
+            }
+        };
+        AsyncPullStep::closing(py, objects, mode)
     }
 
+    /// A pull is in progress.
     #[getter(_running)]
     fn running(&self) -> bool {
         self.running.load(Ordering::Acquire)
     }
 
-    #[getter(_done)]
-    fn done(&self, py: Python<'_>) -> PyResult<bool> {
-        Ok(self.st(py)?.done)
-    }
-
-    #[setter(_done)]
-    fn set_done(&self, py: Python<'_>, value: bool) -> PyResult<()> {
-        self.st(py)?.done = value;
-        Ok(())
-    }
-
-    #[getter(_close_requested)]
-    fn close_requested(&self) -> bool {
-        self.close_requested.load(Ordering::Acquire)
-    }
-
-    #[setter(_close_requested)]
-    fn set_close_requested(&self, value: bool) {
-        self.close_requested.store(value, Ordering::Release);
-    }
-
-    /// Keeps a close's error, to raise after the last output; when a decoding error is owed
-    /// already (contract §9.9), that one is raised, with the close's as its `__context__`.
-    fn _defer(&self, py: Python<'_>, error: Py<PyAny>) -> PyResult<()> {
-        let first = {
-            let mut st = self.st(py)?;
-            let first = st.deferred.as_ref().map(|first| first.clone_ref(py));
-            if first.is_none() {
-                st.deferred = Some(error.clone_ref(py));
-            }
-            first
-        };
-        if let Some(first) = first {
-            first.bind(py).setattr(pyo3::intern!(py, "__context__"), error)?;
-        }
-        Ok(())
-    }
-
-    /// Drops the queued output.
-    fn _clear_queue(&self, py: Python<'_>) -> PyResult<()> {
-        let old = std::mem::take(&mut self.st(py)?.queue);
-        drop(old);
-        Ok(())
-    }
-
-    /// What is left of the upstream to close (each object once), which the stream lets go of.
-    fn _take_upstream(&self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
-        let mut st = self.st(py)?;
-        let iterator = st.iterator.take();
-        let source = st.source.take().filter(|_| !st.closed_source);
-        Ok(iterator.into_iter().chain(source).collect())
-    }
-
-    /// The object given, if it is not the iterator and not closed yet: marked closed.
-    fn _take_source(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        let mut st = self.st(py)?;
-        if st.closed_source {
-            return Ok(None);
-        }
-        let source = st.source.as_ref().map(|s| s.clone_ref(py));
-        st.closed_source = source.is_some();
-        Ok(source)
-    }
-
-    /// The upstream ran out by itself: nothing is left to close.
-    fn _release(&self, py: Python<'_>) -> PyResult<()> {
-        let old = {
-            let mut st = self.st(py)?;
-            (st.iterator.take(), st.source.take())
-        };
-        drop(old);
-        Ok(())
-    }
-
-    /// Queues what the stage still owes once the upstream is done.
-    fn _end_stage(&self, py: Python<'_>) -> PyResult<()> {
-        let owed: Vec<Py<PyAny>> = match self.stage.get() {
-            Some(Staged::Filter(filter)) => {
-                let out = filter.get().stage_end(py)?.map(Bound::unbind).into_iter().collect();
-                self.owe(py, filter)?;
-                out
-            }
-            Some(Staged::Python(stage)) => {
-                let owed = stage.bind(py).call_method0(pyo3::intern!(py, "end"))?;
-                owed.try_iter()?.map(|item| item.map(Bound::unbind)).collect::<PyResult<_>>()?
-            }
-            None => Vec::new(),
-        };
-        self.st(py)?.queue.extend(owed);
-        Ok(())
+    #[getter(_stage)]
+    fn stage(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.stage.get().map(|s| s.object().clone_ref(py))
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
@@ -613,9 +489,8 @@ impl AsyncDriver {
         if let Some(st) = guard {
             visit.call(&st.iterator)?;
             visit.call(&st.source)?;
-            visit.call(&st.deferred)?;
             visit.call(&st.spare)?;
-            for item in &st.queue {
+            for item in st.life.queued() {
                 visit.call(item)?;
             }
         }
@@ -633,40 +508,133 @@ impl AsyncDriver {
         #[allow(unsafe_code)]
         let py = unsafe { Python::assume_attached() };
         let old = try_lock(py, &self.state).map(|mut st| {
-            st.done = true;
-            (
-                st.iterator.take(),
-                st.source.take(),
-                st.deferred.take(),
-                st.spare.take(),
-                std::mem::take(&mut st.queue),
-            )
+            st.life.clear();
+            (st.iterator.take(), st.source.take(), st.spare.take())
         });
         drop(old);
     }
 }
 
-/// Where an awaitable of `__anext__` is.
+/// What a closing awaitable does with a failure once every object is closed.
+enum CloseMode {
+    /// Raises the first.
+    Raise,
+    /// Defers it to the stream, raised after its last output (the close after a stop).
+    Defer(Py<AsyncDriver>),
+    /// Tells the event loop's exception handler, with this message.
+    Report(&'static str),
+}
+
+/// Closing objects one by one: each one's `aclose()`, else `close()` (awaited when it returns
+/// an awaitable, as the SDKs' async streams' `close()` does). All are closed even if one fails.
+struct Closer {
+    objects: VecDeque<Py<PyAny>>,
+    /// The iterator of the close being awaited.
+    current: Option<Py<PyAny>>,
+    first: Option<PyErr>,
+    mode: CloseMode,
+}
+
+impl Closer {
+    fn failed(&mut self, py: Python<'_>, err: PyErr) {
+        if self.first.is_none() {
+            self.first = Some(made(py, err));
+        }
+    }
+
+    /// Runs the closes from `input` until one suspends (`Yield`) or all are done.
+    fn resume<'py>(&mut self, py: Python<'py>, input: Input<'py>) -> PyResult<Sent<'py>> {
+        let none = py.None().into_bound(py);
+        let mut input = Some(input);
+        loop {
+            if let Some(it) = self.current.take() {
+                let it = it.into_bound(py);
+                let sent = match input.take() {
+                    Some(Input::Send(value)) => send(&it, &value),
+                    Some(Input::Throw(err)) => throw_into(&it, err),
+                    None => send(&it, &none),
+                };
+                match sent {
+                    Ok(Sent::Yield(value)) => {
+                        self.current = Some(it.unbind());
+                        return Ok(Sent::Yield(value));
+                    }
+                    Ok(Sent::Return(_)) => {}
+                    Err(err) => self.failed(py, err),
+                }
+            } else if let Some(Input::Throw(err)) = input.take() {
+                self.failed(py, err);
+            }
+            let Some(object) = self.objects.pop_front() else { return self.finish(py) };
+            match start_one(object.bind(py)) {
+                Ok(Some(it)) => self.current = Some(it.unbind()),
+                Ok(None) => {}
+                Err(err) => self.failed(py, err),
+            }
+        }
+    }
+
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Sent<'py>> {
+        let none = Sent::Return(py.None().into_bound(py));
+        let Some(err) = self.first.take() else { return Ok(none) };
+        if !err.is_instance_of::<PyException>(py) {
+            return Err(err);
+        }
+        match &self.mode {
+            CloseMode::Raise => Err(err),
+            CloseMode::Defer(driver) => driver.get().defer(py, err).map(|()| none),
+            CloseMode::Report(message) => {
+                report(py, message, err);
+                Ok(none)
+            }
+        }
+    }
+}
+
+/// Starts closing `object`: the iterator to await, or `None` when the close is done already
+/// (or the object has no close).
+fn start_one<'py>(object: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let py = object.py();
+    let mut close =
+        object.getattr_opt(pyo3::intern!(py, "aclose"))?.filter(PyAnyMethods::is_callable);
+    if close.is_none() {
+        close = object.getattr_opt(pyo3::intern!(py, "close"))?.filter(PyAnyMethods::is_callable);
+    }
+    let Some(close) = close else { return Ok(None) };
+    let result = close.call0()?;
+    if is_awaitable(&result)? {
+        return await_iter(result).map(Some);
+    }
+    Ok(None)
+}
+
+/// What a step awaiting the upstream or a close did.
+enum Resumed<'py> {
+    /// It ended: the driver goes on with the lifecycle's next action.
+    Next(Bound<'py, AsyncDriver>, Action<Py<PyAny>, PyErr>),
+    /// Suspended again, with what it yields.
+    Yield(Step, Bound<'py, PyAny>),
+    /// With an error for the awaiter.
+    Raise(PyErr),
+}
+
+/// Where an awaitable is.
 enum Step {
     /// Created, not yet sent to: a pull of this driver.
     Start(Py<AsyncDriver>),
     /// Driving the upstream's awaitable (its iterator) for the `position`-th item.
     Pulling(Py<AsyncDriver>, Py<PyAny>, usize),
-    /// Driving a policy coroutine of the Python side.
-    Handling(Py<AsyncDriver>, Py<PyAny>),
+    /// Driving the close the lifecycle asked for (its iterator).
+    Closing(Py<AsyncDriver>, Py<PyAny>, Close<PyErr>),
+    /// Not a pull: closing objects (`aclose()`, or a close the lifecycle asked for).
+    Closer(Closer),
     /// Returned or raised. It refers to nothing, not even its driver.
     Done,
 }
 
-/// What is sent into an awaitable.
-pub(super) enum Input<'py> {
-    Send(Bound<'py, PyAny>),
-    Throw(PyErr),
-}
-
-/// The awaitable returned by `AsyncDriver.__anext__`: one pull, with a coroutine's protocol
-/// (`__await__`, `send`, `throw`, `close`). Like a coroutine it does nothing until first sent
-/// to; dropped while suspended, it is closed as a coroutine would be.
+/// The awaitable returned by `AsyncDriver.__anext__` (one pull) and `aclose()`, with a
+/// coroutine's protocol (`__await__`, `send`, `throw`, `close`). Like a coroutine it does
+/// nothing until first sent to; dropped while suspended, it is closed as a coroutine would be.
 ///
 /// One awaitable per item cost a third of what the async drivers add to their sync twins
 /// (allocation, the collector's tracking, the finalizer and the dealloc: about 400 of 630
@@ -683,13 +651,74 @@ pub(super) struct AsyncPullStep {
 }
 
 impl AsyncPullStep {
-    /// One step of the pull: what it yields to the event loop, or the piece it returns.
+    /// An awaitable closing `objects`.
+    fn closing(
+        py: Python<'_>,
+        objects: VecDeque<Py<PyAny>>,
+        mode: CloseMode,
+    ) -> PyResult<Bound<'_, Self>> {
+        let closer = Closer { objects, current: None, first: None, mode };
+        Bound::new(py, AsyncPullStep { step: TryLock::new(Step::Closer(closer)) })
+    }
+
+    /// A step of a pull awaiting the upstream.
+    fn pulling<'py>(
+        py: Python<'py>,
+        driver: Py<AsyncDriver>,
+        it: Bound<'py, PyAny>,
+        position: usize,
+        input: Input<'py>,
+    ) -> Resumed<'py> {
+        let sent = match input {
+            Input::Send(value) => send(&it, &value),
+            Input::Throw(err) => throw_into(&it, err),
+        };
+        let this = driver.get();
+        let action = match sent {
+            Ok(Sent::Yield(value)) => {
+                return Resumed::Yield(Step::Pulling(driver, it.unbind(), position), value);
+            }
+            Ok(Sent::Return(item)) => this.item(py, &item, position),
+            Err(err) => this.upstream_raised(py, err),
+        };
+        Resumed::Next(driver.into_bound(py), action)
+    }
+
+    /// A step of a pull awaiting a close the lifecycle asked for, as [`AsyncPullStep::pulling`].
+    fn closing_step<'py>(
+        py: Python<'py>,
+        driver: Bound<'py, AsyncDriver>,
+        it: Bound<'py, PyAny>,
+        why: Close<PyErr>,
+        input: Input<'py>,
+    ) -> Resumed<'py> {
+        let sent = match input {
+            Input::Send(value) => send(&it, &value),
+            Input::Throw(err) => throw_into(&it, err),
+        };
+        let action = match sent {
+            Ok(Sent::Yield(value)) => {
+                return Resumed::Yield(Step::Closing(driver.unbind(), it.unbind(), why), value);
+            }
+            Ok(Sent::Return(_)) => driver.get().closed(py, why, None),
+            Err(err) => match close_failed(&driver, why, err) {
+                Ok(action) => action,
+                Err(err) => {
+                    driver.get().running.store(false, Ordering::Release);
+                    return Resumed::Raise(err);
+                }
+            },
+        };
+        Resumed::Next(driver, action)
+    }
+
+    /// One step of the awaitable: what it yields to the event loop, or what it returns.
     pub(super) fn resume<'py>(slf: &Bound<'py, Self>, input: Input<'py>) -> PyResult<Sent<'py>> {
         let py = slf.py();
         let Some(mut step) = try_lock(py, &slf.get().step) else {
             return Err(PyValueError::new_err("coroutine already executing"));
         };
-        let (driver, event) = match std::mem::replace(&mut *step, Step::Done) {
+        let resumed = match std::mem::replace(&mut *step, Step::Done) {
             Step::Done => {
                 return Err(match input {
                     Input::Send(_) => {
@@ -697,6 +726,13 @@ impl AsyncPullStep {
                     }
                     Input::Throw(err) => err,
                 });
+            }
+            Step::Closer(mut closer) => {
+                let sent = closer.resume(py, input);
+                if matches!(sent, Ok(Sent::Yield(_))) {
+                    *step = Step::Closer(closer);
+                }
+                return sent;
             }
             Step::Start(driver) => match input {
                 Input::Throw(err) => return Err(err),
@@ -713,50 +749,32 @@ impl AsyncPullStep {
                              re-entrant call)",
                         ));
                     }
-                    (driver.into_bound(py), Event::Next)
+                    let action = driver.get().next_action(py);
+                    Resumed::Next(driver.into_bound(py), action)
                 }
             },
             Step::Pulling(driver, it, position) => {
-                let it = it.into_bound(py);
-                let sent = match input {
-                    Input::Send(value) => send(&it, &value),
-                    Input::Throw(err) => throw_into(&it, err),
-                };
-                match sent {
-                    Ok(Sent::Yield(value)) => {
-                        *step = Step::Pulling(driver, it.unbind(), position);
-                        return Ok(Sent::Yield(value));
-                    }
-                    Ok(Sent::Return(item)) => (driver.into_bound(py), Event::Item(item, position)),
-                    Err(err) => (driver.into_bound(py), Event::Raised(err)),
-                }
+                Self::pulling(py, driver, it.into_bound(py), position, input)
             }
-            Step::Handling(driver, coroutine) => {
-                let coroutine = coroutine.into_bound(py);
-                let sent = match input {
-                    Input::Send(value) => send(&coroutine, &value),
-                    Input::Throw(err) => throw_into(&coroutine, err),
-                };
-                match sent {
-                    Ok(Sent::Yield(value)) => {
-                        *step = Step::Handling(driver, coroutine.unbind());
-                        return Ok(Sent::Yield(value));
-                    }
-                    Ok(Sent::Return(_)) => (driver.into_bound(py), Event::Next),
-                    Err(err) => {
-                        driver.get().running.store(false, Ordering::Release);
-                        return Err(err);
-                    }
-                }
+            Step::Closing(driver, it, why) => {
+                Self::closing_step(py, driver.into_bound(py), it.into_bound(py), why, input)
             }
         };
+        let (driver, action) = match resumed {
+            Resumed::Next(driver, action) => (driver, action),
+            Resumed::Yield(suspended, value) => {
+                *step = suspended;
+                return Ok(Sent::Yield(value));
+            }
+            Resumed::Raise(err) => return Err(err),
+        };
         let this = driver.get();
-        match advance(&driver, event) {
-            Action::Yield(next, value) => {
+        match advance(&driver, action) {
+            Outcome::Yield(next, value) => {
                 *step = next;
                 Ok(Sent::Yield(value))
             }
-            Action::Deliver(out) => {
+            Outcome::Deliver(out) => {
                 drop(step);
                 this.running.store(false, Ordering::Release);
                 if let Ok(mut st) = this.st(py) {
@@ -766,7 +784,7 @@ impl AsyncPullStep {
                 }
                 Ok(Sent::Return(out))
             }
-            Action::Raise(err) => {
+            Outcome::Raise(err) => {
                 this.running.store(false, Ordering::Release);
                 Err(err)
             }
@@ -806,14 +824,19 @@ impl AsyncPullStep {
         false
     }
 
-    /// `close()`: a `GeneratorExit` thrown in where the pull waits, which must end it.
+    /// `close()`: a `GeneratorExit` thrown in where the awaitable waits, which must end it.
     fn close_step(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
         {
             let Some(mut step) = try_lock(py, &slf.get().step) else {
                 return Err(PyValueError::new_err("coroutine already executing"));
             };
-            if matches!(*step, Step::Start(_) | Step::Done) {
+            let idle = match &*step {
+                Step::Start(_) | Step::Done => true,
+                Step::Closer(closer) => closer.current.is_none(),
+                Step::Pulling(..) | Step::Closing(..) => false,
+            };
+            if idle {
                 *step = Step::Done;
                 return Ok(());
             }
@@ -824,11 +847,22 @@ impl AsyncPullStep {
                 // It went on instead: end it anyway, as a coroutine's `close()` does.
                 let left = try_lock(py, &slf.get().step)
                     .map(|mut s| std::mem::replace(&mut *s, Step::Done));
-                if let Some(Step::Pulling(driver, ..) | Step::Handling(driver, _)) = &left {
-                    driver.get().running.store(false, Ordering::Release);
-                }
-                if let Some(Step::Handling(_, coroutine)) = left {
-                    coroutine.bind(py).call_method0(pyo3::intern!(py, "close"))?;
+                let waiting = match &left {
+                    Some(Step::Pulling(driver, ..) | Step::Closing(driver, ..)) => {
+                        driver.get().running.store(false, Ordering::Release);
+                        None
+                    }
+                    Some(Step::Closer(closer)) => closer.current.as_ref(),
+                    _ => None,
+                };
+                let waiting = match &left {
+                    Some(Step::Closing(_, it, _)) => Some(it),
+                    _ => waiting,
+                };
+                if let Some(it) = waiting {
+                    if let Some(close) = it.bind(py).getattr_opt(pyo3::intern!(py, "close"))? {
+                        close.call0()?;
+                    }
                 }
                 Err(PyRuntimeError::new_err("coroutine ignored GeneratorExit"))
             }
@@ -836,6 +870,7 @@ impl AsyncPullStep {
                 let err = made(py, err);
                 if err.is_instance_of::<PyGeneratorExit>(py)
                     || err.is_instance_of::<PyStopIteration>(py)
+                    || err.is_instance_of::<PyStopAsyncIteration>(py)
                 {
                     Ok(())
                 } else {
@@ -860,14 +895,14 @@ impl AsyncPullStep {
         yielded(Self::resume(slf, Input::Send(slf.py().None().into_bound(slf.py())))?)
     }
 
-    /// Resumes the pull with `value`; returns what it yields next, or raises `StopIteration`
-    /// with the piece it returns.
+    /// Resumes the awaitable with `value`; returns what it yields next, or raises
+    /// `StopIteration` with what it returns.
     #[pyo3(signature = (value, /))]
     fn send<'py>(slf: &Bound<'py, Self>, value: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         yielded(Self::resume(slf, Input::Send(value))?)
     }
 
-    /// Raises `exc` where the pull waits (the upstream's awaitable, or the close in progress).
+    /// Raises `exc` where the awaitable waits (the upstream's awaitable, or a close).
     #[pyo3(signature = (typ, val = None, tb = None, /))]
     fn throw<'py>(
         slf: &Bound<'py, Self>,
@@ -875,32 +910,11 @@ impl AsyncPullStep {
         val: Option<&Bound<'py, PyAny>>,
         tb: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let val = val.filter(|val| !val.is_none());
-        let exc = if typ.is_instance_of::<PyBaseException>() {
-            if val.is_some() {
-                return Err(PyTypeError::new_err(
-                    "instance exception may not have a separate value",
-                ));
-            }
-            typ.clone()
-        } else {
-            match val {
-                Some(val) if val.is_instance(typ)? => val.clone(),
-                Some(val) => typ.call1((val,))?,
-                None => typ.call0()?,
-            }
-        };
-        if !exc.is_instance_of::<PyBaseException>() {
-            return Err(PyTypeError::new_err("exceptions must derive from BaseException"));
-        }
-        if let Some(tb) = tb.filter(|tb| !tb.is_none()) {
-            exc.call_method1(pyo3::intern!(slf.py(), "with_traceback"), (tb,))?;
-        }
-        let err = PyErr::from_value(exc);
+        let err = thrown(typ, val, tb)?;
         yielded(Self::resume(slf, Input::Throw(err))?)
     }
 
-    /// Ends the pull where it waits, as a coroutine's `close()` does.
+    /// Ends the awaitable where it waits, as a coroutine's `close()` does.
     fn close(slf: &Bound<'_, Self>) -> PyResult<()> {
         Self::close_step(slf)
     }
@@ -912,9 +926,18 @@ impl AsyncPullStep {
         if let Some(step) = guard {
             match &*step {
                 Step::Start(driver) => visit.call(driver)?,
-                Step::Pulling(driver, obj, _) | Step::Handling(driver, obj) => {
+                Step::Pulling(driver, obj, _) | Step::Closing(driver, obj, _) => {
                     visit.call(driver)?;
                     visit.call(obj)?;
+                }
+                Step::Closer(closer) => {
+                    visit.call(&closer.current)?;
+                    for object in &closer.objects {
+                        visit.call(object)?;
+                    }
+                    if let CloseMode::Defer(driver) = &closer.mode {
+                        visit.call(driver)?;
+                    }
                 }
                 Step::Done => {}
             }
@@ -929,7 +952,7 @@ impl AsyncPullStep {
         let old = try_lock(py, &self.step).map(|mut s| std::mem::replace(&mut *s, Step::Done));
         // A pull cleared while suspended (its finalizer ran at an earlier suspension, and an
         // object resurrected it) frees the stream.
-        if let Some(Step::Pulling(driver, ..) | Step::Handling(driver, _)) = &old {
+        if let Some(Step::Pulling(driver, ..) | Step::Closing(driver, ..)) = &old {
             driver.get().running.store(false, Ordering::Release);
         }
         drop(old);
@@ -937,15 +960,18 @@ impl AsyncPullStep {
 }
 
 impl AsyncPullStep {
-    /// The finalizer's work: abandoned while suspended, the pull is closed, as the finalizer
-    /// of a coroutine closes it (the upstream's awaitable is closed, then the pull ends by the
-    /// policy for an upstream error). Nobody is left to tell of a failure but
+    /// The finalizer's work: abandoned while suspended, the awaitable is closed, as the
+    /// finalizer of a coroutine closes it (the upstream's awaitable is closed, then the pull
+    /// ends by the rule for an upstream error). Nobody is left to tell of a failure but
     /// `sys.unraisablehook`. Not while the interpreter finalizes: the upstream's modules may be
     /// gone, and the event loop with them.
     pub(super) fn finalize(slf: &Bound<'_, Self>) {
         let py = slf.py();
-        let suspended = try_lock(py, &slf.get().step)
-            .is_some_and(|s| matches!(*s, Step::Pulling(..) | Step::Handling(..)));
+        let suspended = try_lock(py, &slf.get().step).is_some_and(|s| match &*s {
+            Step::Pulling(..) | Step::Closing(..) => true,
+            Step::Closer(closer) => closer.current.is_some(),
+            Step::Start(_) | Step::Done => false,
+        });
         if suspended && !super::slots::finalizing() {
             if let Err(err) = Self::close_step(slf) {
                 err.write_unraisable(py, None);

@@ -22,6 +22,7 @@
 //!   by item, or by identity for the same tuple), then `StopSet::cached`.
 
 mod astream;
+mod awaits;
 mod convert;
 mod errors;
 mod filters;
