@@ -519,7 +519,8 @@ impl AsyncDriver {
 enum CloseMode {
     /// Raises the first.
     Raise,
-    /// Defers it to the stream, raised after its last output (the close after a stop).
+    /// Hands it to the stream's lifecycle as the failure of the close after a stop (raised
+    /// after the last output).
     Defer(Py<AsyncDriver>),
     /// Tells the event loop's exception handler, with this message.
     Report(&'static str),
@@ -582,7 +583,13 @@ impl Closer {
         }
         match &self.mode {
             CloseMode::Raise => Err(err),
-            CloseMode::Defer(driver) => driver.get().defer(py, err).map(|()| none),
+            CloseMode::Defer(driver) => {
+                // The lifecycle's rule for a failing close after a stop (deferred past the last
+                // output). Its next action, the stage's end, is the pull's: the pull awaiting
+                // this close carries it out, or did already when it was cancelled.
+                let _ = driver.get().closed(py, Close::Stop, Some(err));
+                Ok(none)
+            }
             CloseMode::Report(message) => {
                 report(py, message, err);
                 Ok(none)
