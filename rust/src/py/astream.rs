@@ -35,13 +35,13 @@ use pyo3::exceptions::{
 use pyo3::ffi;
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyDict, PyTuple};
 use pyo3::PyTraverseError;
 
 use super::awaits::{
     anext, await_iter, is_awaitable, made, send, throw_into, thrown, yielded, Input, Sent,
 };
-use super::stream::StopStream;
+use super::stage::{Out, Stage};
 use super::{lock, try_lock};
 use crate::lock::{Guard, TryLock};
 use crate::{Action, Close, Lifecycle};
@@ -81,28 +81,11 @@ impl DriverState {
 pub(super) struct AsyncDriver {
     state: TryLock<DriverState>,
     /// The stage, set once by `_start`: outside the lock, read without a reference count.
-    stage: OnceLock<Staged>,
+    stage: OnceLock<Stage>,
     /// A pull is in progress (between the first `send` of its awaitable and its end).
     running: AtomicBool,
     /// `aclose()` was called while a pull was in progress.
     close_requested: AtomicBool,
-}
-
-/// A driver's stage.
-enum Staged {
-    /// The built-in filter (a `StopStream` over no upstream): fed without a Python call.
-    Filter(Py<StopStream>),
-    /// A Python object with `push`, `closing` and `end`.
-    Python(Py<PyAny>),
-}
-
-impl Staged {
-    fn object(&self) -> &Py<PyAny> {
-        match self {
-            Staged::Filter(f) => f.as_any(),
-            Staged::Python(s) => s,
-        }
-    }
 }
 
 /// What the event loop's exception handler is told of a close that failed with nobody to
@@ -141,15 +124,6 @@ impl AsyncDriver {
         Ok(())
     }
 
-    /// Takes over the decoding error the built-in filter owes after its stop (contract §9.9),
-    /// to raise after the last output.
-    fn owe(&self, py: Python<'_>, filter: &Py<StopStream>) -> PyResult<()> {
-        match filter.get().stage_owed(py)? {
-            Some(err) => self.defer(py, err),
-            None => Ok(()),
-        }
-    }
-
     /// Feeds one pulled item (the `position`-th) to the stage: what the lifecycle does next.
     fn item(
         &self,
@@ -184,28 +158,23 @@ impl AsyncDriver {
         item: &Bound<'_, PyAny>,
         position: usize,
     ) -> PyResult<(Option<Py<PyAny>>, bool)> {
-        match self.stage.get() {
-            Some(Staged::Filter(filter)) => {
-                let (out, stopped) = filter.get().stage_push(py, item, position)?;
-                if stopped {
-                    self.owe(py, filter)?;
-                }
-                Ok((out.map(Bound::unbind), stopped))
-            }
-            Some(Staged::Python(stage)) => {
-                let stage = stage.bind(py);
-                let out = stage.call_method1(pyo3::intern!(py, "push"), (item,))?;
-                let out = if let Ok(list) = out.cast_exact::<PyList>() {
-                    // Reading a list's items runs no Python code: safe under the lock.
-                    self.st(py)?.life.owed(list.iter().map(Bound::unbind));
-                    None
-                } else {
-                    out.is_truthy()?.then(|| out.unbind())
-                };
-                Ok((out, stage.getattr(pyo3::intern!(py, "closing"))?.is_truthy()?))
-            }
-            None => Err(PyRuntimeError::new_err("stream was not started")),
+        let Some(stage) = self.stage.get() else {
+            return Err(PyRuntimeError::new_err("stream was not started"));
+        };
+        let pushed = stage.push(py, item, position)?;
+        if let Some(err) = pushed.owed {
+            self.defer(py, err)?;
         }
+        let out = match pushed.out {
+            Out::None => None,
+            Out::One(out) => Some(out.unbind()),
+            Out::Many(list) => {
+                // Reading a list's items runs no Python code: safe under the lock.
+                self.st(py)?.life.owed(list.iter().map(Bound::unbind));
+                None
+            }
+        };
+        Ok((out, pushed.closing))
     }
 
     /// The upstream's `__anext__` or its awaitable raised `err`.
@@ -231,18 +200,11 @@ impl AsyncDriver {
 
     /// Queues what the stage still owes once the upstream is done.
     fn end_stage(&self, py: Python<'_>) -> PyResult<()> {
-        let owed: Vec<Py<PyAny>> = match self.stage.get() {
-            Some(Staged::Filter(filter)) => {
-                let out = filter.get().stage_end(py)?.map(Bound::unbind).into_iter().collect();
-                self.owe(py, filter)?;
-                out
-            }
-            Some(Staged::Python(stage)) => {
-                let owed = stage.bind(py).call_method0(pyo3::intern!(py, "end"))?;
-                owed.try_iter()?.map(|item| item.map(Bound::unbind)).collect::<PyResult<_>>()?
-            }
-            None => Vec::new(),
-        };
+        let Some(stage) = self.stage.get() else { return Ok(()) };
+        let (owed, err) = stage.end(py)?;
+        if let Some(err) = err {
+            self.defer(py, err)?;
+        }
         self.st(py)?.life.owed(owed);
         Ok(())
     }
@@ -415,11 +377,7 @@ impl AsyncDriver {
         source: Option<Py<PyAny>>,
         stage: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let staged = match stage.cast::<StopStream>() {
-            Ok(filter) => Staged::Filter(filter.clone().unbind()),
-            Err(_) => Staged::Python(stage.clone().unbind()),
-        };
-        if self.stage.set(staged).is_err() {
+        if self.stage.set(Stage::of(stage)).is_err() {
             return Err(PyRuntimeError::new_err("stream already started"));
         }
         let mut st = self.st(py)?;
@@ -495,7 +453,7 @@ impl AsyncDriver {
             }
         }
         if let Some(stage) = self.stage.get() {
-            visit.call(stage.object())?;
+            stage.traverse(&visit)?;
         }
         Ok(())
     }

@@ -29,6 +29,7 @@ mod filters;
 mod items;
 mod slots;
 mod sse;
+mod stage;
 mod stopset;
 mod stream;
 mod tokens;

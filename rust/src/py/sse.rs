@@ -112,6 +112,59 @@ impl SSEStage {
             .ok_or_else(|| PyRuntimeError::new_err("SSE stage called re-entrantly while in use"))
     }
 
+    /// Parses a body chunk (the stage's `push`): the bytes to forward, empty for none.
+    pub(super) fn parse<'py>(
+        &self,
+        py: Python<'py>,
+        item: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = if let Ok(s) = item.cast::<PyString>() {
+            std::borrow::Cow::Borrowed(s.to_str()?.as_bytes())
+        } else if let Some(b) = chunk_bytes(item)? {
+            b
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "SSE body chunks must be bytes, not {}",
+                type_name(item)
+            )));
+        };
+        let mut st = self.state(py)?;
+        st.parser.push(&bytes);
+        let mut out = Vec::new();
+        while st.parser.next_block() {
+            self.block(py, &mut st, &mut out)?;
+        }
+        drop(st);
+        if out == *bytes {
+            if let Ok(b) = item.cast_exact::<PyBytes>() {
+                return Ok(b.clone());
+            }
+        }
+        Ok(PyBytes::new(py, &out))
+    }
+
+    /// Every text stream stopped with `on_stop="close"`.
+    pub(super) fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::Acquire)
+    }
+
+    /// The end of the body (the stage's `end`): the block a final `\r` completes, then what
+    /// the machine still owes, as one chunk (empty for none).
+    pub(super) fn finish<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let mut st = self.state(py)?;
+        let mut out = Vec::new();
+        if st.parser.finish() {
+            self.block(py, &mut st, &mut out)?;
+        }
+        st.parser.discard();
+        let eol = PyBytes::new(py, st.parser.eol());
+        let seen = Self::seen(py, &mut st);
+        let written = self.driver.bind(py).call_method1(pyo3::intern!(py, "_end"), (eol, seen))?;
+        out.extend_from_slice(written.cast::<PyBytes>()?.as_bytes());
+        drop(st);
+        Ok(PyBytes::new(py, &out))
+    }
+
     /// Reads the driver's state after it handled an event.
     fn sync(&self, py: Python<'_>, st: &mut StageState) -> PyResult<()> {
         let state = self.driver.bind(py).call_method0(pyo3::intern!(py, "_state"))?;
@@ -379,53 +432,21 @@ impl SSEStage {
         py: Python<'py>,
         item: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let bytes = if let Ok(s) = item.cast::<PyString>() {
-            std::borrow::Cow::Borrowed(s.to_str()?.as_bytes())
-        } else if let Some(b) = chunk_bytes(item)? {
-            b
-        } else {
-            return Err(PyTypeError::new_err(format!(
-                "SSE body chunks must be bytes, not {}",
-                type_name(item)
-            )));
-        };
-        let mut st = self.state(py)?;
-        st.parser.push(&bytes);
-        let mut out = Vec::new();
-        while st.parser.next_block() {
-            self.block(py, &mut st, &mut out)?;
-        }
-        drop(st);
-        if out == *bytes {
-            if let Ok(b) = item.cast_exact::<PyBytes>() {
-                return Ok(b.clone());
-            }
-        }
-        Ok(PyBytes::new(py, &out))
+        self.parse(py, item)
     }
 
     /// Every text stream stopped with `on_stop="close"`: close the upstream, then `end()`.
     #[getter]
     fn closing(&self) -> bool {
-        self.closing.load(Ordering::Acquire)
+        self.is_closing()
     }
 
     /// The end of the body: the block a final `\r` completes, then what the machine still owes.
     fn end<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let mut st = self.state(py)?;
-        let mut out = Vec::new();
-        if st.parser.finish() {
-            self.block(py, &mut st, &mut out)?;
-        }
-        st.parser.discard();
-        let eol = PyBytes::new(py, st.parser.eol());
-        let seen = Self::seen(py, &mut st);
-        let written = self.driver.bind(py).call_method1(pyo3::intern!(py, "_end"), (eol, seen))?;
-        out.extend_from_slice(written.cast::<PyBytes>()?.as_bytes());
-        drop(st);
+        let out = self.finish(py)?;
         let items = PyList::empty(py);
-        if !out.is_empty() {
-            items.append(PyBytes::new(py, &out))?;
+        if !out.as_bytes().is_empty() {
+            items.append(out)?;
         }
         Ok(items)
     }

@@ -7,11 +7,12 @@ use std::sync::Mutex;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyIterator, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyIterator, PyString, PyTuple};
 use pyo3::PyTraverseError;
 
 use super::convert::{bytes_out, chunk_bytes, chunk_utf8, make_str, str_out, CHUNK_STACK};
 use super::errors::{map_error, parse_errors, type_name};
+use super::stage::{Out, Stage};
 use super::stopset::{
     resolve, stop_index, stop_reason, stop_sequence, IncludeStop, SkipArgs, Stops,
 };
@@ -25,9 +26,9 @@ enum Mode {
     Unknown,
     /// The built-in filter (`wrap`).
     Filter(Filter),
-    /// A Python stage (`stopstream._lifecycle.Stage`: `push`, `closing`, `end`): the provider
-    /// adapters. Its output items are queued here.
-    Stage(Py<PyAny>),
+    /// The provider adapters' stage: the native SSE stage or a Python one. Several output
+    /// items of one push are queued here.
+    Stage(Stage),
 }
 
 impl Mode {
@@ -45,6 +46,8 @@ struct StreamState {
     upstream: Option<Py<PyIterator>>,
     /// Items pulled so far (to name a bad item's position).
     position: usize,
+    /// The stage wants no more input (it reported `closing` after its last push).
+    closing: bool,
     /// The lifecycle's state: output owed (a stage's items), an error deferred past it (a
     /// failing close after a stop, or the decoding error of contract §9.9), and whether the
     /// stream may pull again.
@@ -206,7 +209,7 @@ impl StopStream {
         let position = st.position;
         st.position += 1;
         let fed = self.feed_item(py, st, &item, position);
-        match fed.and_then(|out| Ok((out, closing(py, st)?))) {
+        match fed.map(|out| (out, closing(st))) {
             Ok((out, closing)) => st.life.fed(out.map(Bound::unbind), closing),
             Err(err) => st.life.refused(err),
         }
@@ -268,12 +271,16 @@ impl StopStream {
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         let f = match &mut st.mode {
             Mode::Stage(stage) => {
-                let out = stage.bind(py).call_method1(pyo3::intern!(py, "push"), (item,))?;
-                if let Ok(list) = out.cast::<PyList>() {
-                    st.life.owed(list.iter().map(Bound::unbind));
-                    return Ok(None);
-                }
-                return Ok(out.is_truthy()?.then_some(out));
+                let pushed = stage.push(py, item, position)?;
+                st.closing = pushed.closing;
+                return Ok(match pushed.out {
+                    Out::None => None,
+                    Out::One(out) => Some(out),
+                    Out::Many(list) => {
+                        st.life.owed(list.iter().map(Bound::unbind));
+                        None
+                    }
+                });
             }
             Mode::Filter(f) => f,
             Mode::Unknown => {
@@ -332,8 +339,11 @@ impl StopStream {
     fn finish_mode(&self, py: Python<'_>, st: &mut StreamState) -> PyResult<Vec<Py<PyAny>>> {
         let f = match &mut st.mode {
             Mode::Stage(stage) => {
-                let owed = stage.bind(py).call_method0(pyo3::intern!(py, "end"))?;
-                return owed.try_iter()?.map(|item| item.map(Bound::unbind)).collect();
+                let (owed, err) = stage.end(py)?;
+                if let Some(err) = err {
+                    st.life.defer(err, |e, c| e.set_context(py, Some(c)));
+                }
+                return Ok(owed);
             }
             Mode::Filter(f) => f,
             Mode::Unknown => {
@@ -530,11 +540,8 @@ fn exact_ascii<'a>(text: &'a Bound<'_, PyString>) -> Option<&'a [u8]> {
 }
 
 /// Whether the item just fed ended the input: a stop fired, or the stage is closing.
-fn closing(py: Python<'_>, st: &StreamState) -> PyResult<bool> {
-    match &st.mode {
-        Mode::Stage(stage) => stage.bind(py).getattr(pyo3::intern!(py, "closing"))?.is_truthy(),
-        mode => Ok(matches!(mode.status(), Status::Stopped(_))),
-    }
+fn closing(st: &StreamState) -> bool {
+    st.closing || matches!(st.mode.status(), Status::Stopped(_))
 }
 
 impl StopStream {
@@ -558,7 +565,7 @@ impl StopStream {
             None => None,
         };
         let mode = match stage {
-            Some(stage) => Mode::Stage(stage.unbind()),
+            Some(stage) => Mode::Stage(Stage::of(&stage)),
             None => Mode::Unknown,
         };
         Ok(StopStream {
@@ -569,6 +576,7 @@ impl StopStream {
                 mode,
                 upstream: Some(upstream.unbind()),
                 position: 0,
+                closing: false,
                 life: Lifecycle::new(),
             }),
             closer: Mutex::new(closer),
@@ -668,7 +676,7 @@ impl StopStream {
         if let Some(st) = guard {
             visit.call(&st.upstream)?;
             if let Mode::Stage(stage) = &st.mode {
-                visit.call(stage)?;
+                stage.traverse(&visit)?;
             }
             for item in st.life.queued() {
                 visit.call(item)?;
