@@ -21,10 +21,12 @@
 //! * Compiled stop lists are shared: a small cache of recent lists (`stopset.rs`; compared item
 //!   by item, or by identity for the same tuple), then `StopSet::cached`.
 
+mod astep;
 mod astream;
 mod awaits;
 mod convert;
 mod errors;
+mod fast;
 mod filters;
 mod items;
 mod slots;
@@ -82,7 +84,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<items::Regex>()?;
     m.add_class::<stream::StopStream>()?;
     m.add_class::<astream::AsyncDriver>()?;
-    m.add_class::<astream::AsyncPullStep>()?;
+    m.add_class::<astep::AsyncPullStep>()?;
     slots::install(m.py())?;
     m.add_class::<stopset::Compiled>()?;
     m.add_class::<sse::SSEStage>()?;

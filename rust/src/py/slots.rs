@@ -16,7 +16,7 @@ use pyo3::exceptions::{PyImportError, PyRuntimeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use super::astream::AsyncPullStep;
+use super::astep::AsyncPullStep;
 use super::awaits::{Input, Sent};
 
 /// Whether the interpreter is finalizing (`Py_IsFinalizing`, public from 3.13 and exported as

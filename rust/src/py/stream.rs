@@ -1,6 +1,5 @@
 //! The native pull iterator `StopStream`: wraps an upstream iterable of `str` or bytes chunks.
 
-use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -12,6 +11,7 @@ use pyo3::PyTraverseError;
 
 use super::convert::{bytes_out, chunk_bytes, chunk_utf8, make_str, str_out, CHUNK_STACK};
 use super::errors::{map_error, parse_errors, type_name};
+use super::fast::{pull, Pulled};
 use super::stage::{Out, Stage};
 use super::stopset::{
     resolve, stop_index, stop_reason, stop_sequence, IncludeStop, SkipArgs, Stops,
@@ -21,7 +21,7 @@ use crate::lock::TryLock;
 use crate::{Action, Filter, Lifecycle, Status};
 
 #[allow(clippy::large_enum_variant, reason = "one per stream, made once and never moved")]
-enum Mode {
+pub(super) enum Mode {
     /// No item seen yet: the first one decides between text and bytes.
     Unknown,
     /// The built-in filter (`wrap`).
@@ -40,18 +40,18 @@ impl Mode {
     }
 }
 
-struct StreamState {
-    mode: Mode,
+pub(super) struct StreamState {
+    pub(super) mode: Mode,
     /// The upstream iterator, until the stream ends or is cleared by the GC.
-    upstream: Option<Py<PyIterator>>,
+    pub(super) upstream: Option<Py<PyIterator>>,
     /// Items pulled so far (to name a bad item's position).
-    position: usize,
+    pub(super) position: usize,
     /// The stage wants no more input (it reported `closing` after its last push).
-    closing: bool,
+    pub(super) closing: bool,
     /// The lifecycle's state: output owed (a stage's items), an error deferred past it (a
     /// failing close after a stop, or the decoding error of contract §9.9), and whether the
     /// stream may pull again.
-    life: Lifecycle<Py<PyAny>, PyErr>,
+    pub(super) life: Lifecycle<Py<PyAny>, PyErr>,
 }
 
 /// The sync driver of the stream lifecycle (contract §9), over the built-in text or bytes
@@ -87,7 +87,7 @@ pub(super) struct StopStream {
     /// The incomplete character held by a bytes stream: length in the low byte, then the bytes.
     tail: AtomicU32,
     /// `close()` was called; a `__next__` running then ends the stream on its way out.
-    close_requested: AtomicBool,
+    pub(super) close_requested: AtomicBool,
     /// For a composed list: the held text (with a bytes stream's incomplete character) and the
     /// matched text of the stop that fired, published after every `__next__` (the held text of
     /// the composed matcher is not a function of a state id, so it cannot go in `snapshot`).
@@ -149,7 +149,7 @@ impl StopStream {
 
     /// Carries out the lifecycle's actions until one hands the consumer an item, an error or
     /// the end.
-    fn run<'py>(
+    pub(super) fn run<'py>(
         &self,
         py: Python<'py>,
         st: &mut StreamState,
@@ -179,7 +179,7 @@ impl StopStream {
     }
 
     /// One pull (or what a fast path pulled) told to the lifecycle.
-    fn pull_step(
+    pub(super) fn pull_step(
         &self,
         py: Python<'_>,
         st: &mut StreamState,
@@ -262,7 +262,7 @@ impl StopStream {
     }
 
     /// Feeds one upstream item; `Ok(None)` when it produced no output.
-    fn feed_item<'py>(
+    pub(super) fn feed_item<'py>(
         &self,
         py: Python<'py>,
         st: &mut StreamState,
@@ -336,7 +336,11 @@ impl StopStream {
     }
 
     /// The upstream is done: what the filter still holds, or the stage still owes.
-    fn finish_mode(&self, py: Python<'_>, st: &mut StreamState) -> PyResult<Vec<Py<PyAny>>> {
+    pub(super) fn finish_mode(
+        &self,
+        py: Python<'_>,
+        st: &mut StreamState,
+    ) -> PyResult<Vec<Py<PyAny>>> {
         let f = match &mut st.mode {
             Mode::Stage(stage) => {
                 let (owed, err) = stage.end(py)?;
@@ -365,177 +369,6 @@ impl StopStream {
             st.life.defer(map_error(py, &e), |e, c| e.set_context(py, Some(c)));
         }
         Ok(out.into_iter().collect())
-    }
-
-    /// The per-chunk path of `wrap` over exact `str` or `bytes` chunks, the one a token stream
-    /// takes for nearly every chunk: pull, scan, and hand back the chunk itself (or the released
-    /// part). Anything else (a close request, a chunk of another kind or one the filter refuses,
-    /// the upstream's end or error) goes to `next_piece` with what was pulled; a stop goes to
-    /// `after_stop`. Without the general path's bookkeeping, `wrap` over `str` costs 1.6× a bare
-    /// generator per chunk (44 ns on the token corpus; the general path 68 ns, 2.4×), over
-    /// `bytes` 2.1× (3.0×), and a literal list with a skip region 53 ns (76 ns), 1.3× the plain
-    /// literal list.
-    fn next_fast<'py>(
-        &self,
-        py: Python<'py>,
-        st: &mut StreamState,
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let action = st.life.next_action();
-        if !matches!(action, Action::Pull) {
-            return self.run(py, st, action);
-        }
-        let action = match self.fast(py, st) {
-            Fast::Out(out) => return Ok(Some(out)),
-            Fast::Then(action) => action,
-            Fast::Pulled(pulled) => self.pull_step(py, st, Some(pulled)),
-        };
-        self.run(py, st, action)
-    }
-
-    /// The fast path over the built-in filter and exact `str` (or, over bytes, `bytes`) chunks.
-    fn fast<'py>(&self, py: Python<'py>, st: &mut StreamState) -> Fast<'py> {
-        loop {
-            let (Mode::Filter(f), Some(upstream)) = (&mut st.mode, &st.upstream) else {
-                return Fast::Then(Action::Pull);
-            };
-            let item = match self.fast_pull(py, upstream) {
-                Ok(item) => item,
-                Err(pulled) => return Fast::Pulled(pulled),
-            };
-            let mut stack = None;
-            let bytes_stream = f.is_bytes();
-            let chunk = if bytes_stream {
-                item.cast_exact::<PyBytes>().ok().map(|b| Cow::Borrowed(b.as_bytes()))
-            } else {
-                str_chunk(&item, &mut stack)
-            };
-            let Some(bytes) = chunk else { return Fast::Pulled(Pulled(Some(Ok(item)))) };
-            if f.pass_whole(&bytes) {
-                st.position += 1;
-                if bytes.is_empty() {
-                    continue;
-                }
-                return Fast::Out(item);
-            }
-            // An error changes nothing: the general path feeds the chunk again and raises.
-            let Ok(fed) = f.feed(&bytes) else { return Fast::Pulled(Pulled(Some(Ok(item)))) };
-            let out = if fed.bytes.is_empty() {
-                Ok(None)
-            } else if fed.whole {
-                Ok(Some(item))
-            } else if bytes_stream {
-                Ok(Some(PyBytes::new(py, fed.bytes).into_any()))
-            } else {
-                make_str(py, fed.bytes).map(|s| Some(s.into_any()))
-            };
-            if let Some(e) = f.take_owed() {
-                st.life.defer(map_error(py, &e), |e, c| e.set_context(py, Some(c)));
-            }
-            st.position += 1;
-            let closing = f.status() != Status::Open;
-            match out {
-                Ok(Some(out)) if !closing => return Fast::Out(out),
-                Ok(None) if !closing => {}
-                Ok(out) => return Fast::Then(st.life.fed(out.map(Bound::unbind), true)),
-                Err(err) => return Fast::Then(st.life.refused(err)),
-            }
-        }
-    }
-
-    /// The next item for a fast path; `Err` carries what goes to `next_piece` instead: the
-    /// upstream's end or error, or an item that arrived with a close request.
-    #[inline]
-    fn fast_pull<'py>(
-        &self,
-        py: Python<'py>,
-        upstream: &Py<PyIterator>,
-    ) -> Result<Bound<'py, PyAny>, Pulled<'py>> {
-        match pull(py, upstream) {
-            Some(Ok(item)) if !self.close_requested.load(Ordering::Acquire) => Ok(item),
-            other => Err(Pulled(other)),
-        }
-    }
-}
-
-/// What a pull from the upstream gave: an item, its end (`None`), or its error.
-struct Pulled<'py>(Option<PyResult<Bound<'py, PyAny>>>);
-
-/// How the fast path ended.
-enum Fast<'py> {
-    /// With an item for the consumer.
-    Out(Bound<'py, PyAny>),
-    /// With the lifecycle's next action (a stop, a bad item, or no fast path to take).
-    Then(Action<Py<PyAny>, PyErr>),
-    /// With something pulled that the general path takes from here.
-    Pulled(Pulled<'py>),
-}
-
-/// The UTF-8 of an exact `str` chunk: read in place when ASCII, else encoded into `stack`
-/// (made only then: clearing it costs a sixth of an ASCII chunk's path). `None` for any other
-/// item, which the general path takes.
-#[inline]
-fn str_chunk<'a>(
-    item: &'a Bound<'_, PyAny>,
-    stack: &'a mut Option<[u8; CHUNK_STACK]>,
-) -> Option<Cow<'a, [u8]>> {
-    let text = item.cast_exact::<PyString>().ok()?;
-    if let Some(bytes) = exact_ascii(text) {
-        return Some(Cow::Borrowed(bytes));
-    }
-    chunk_utf8(text, stack.insert([0; CHUNK_STACK])).ok()
-}
-
-/// The next item of the upstream, without the reference count round trip of `Bound::next`.
-#[allow(clippy::inline_always, reason = "a call per chunk on the fast path otherwise")]
-#[inline(always)]
-fn pull<'py>(py: Python<'py>, upstream: &Py<PyIterator>) -> Option<PyResult<Bound<'py, PyAny>>> {
-    // SAFETY: `upstream` is an iterator (checked when the stream was made) and the thread is
-    // attached; `PyIter_Next` returns a new reference or NULL, with an exception set on error.
-    #[allow(unsafe_code)]
-    unsafe {
-        let it = upstream.as_ptr();
-        #[cfg(not(any(Py_LIMITED_API, PyPy, GraalPy)))]
-        let raw = match (*pyo3::ffi::Py_TYPE(it)).tp_iternext {
-            // The slot itself: an exhausted iterator may return NULL without setting
-            // StopIteration, which `PyErr::take` below then finds as no error.
-            Some(next) => next(it),
-            None => pyo3::ffi::PyIter_Next(it),
-        };
-        #[cfg(any(Py_LIMITED_API, PyPy, GraalPy))]
-        let raw = pyo3::ffi::PyIter_Next(it);
-        if raw.is_null() {
-            return match PyErr::take(py) {
-                Some(err) if err.is_instance_of::<pyo3::exceptions::PyStopIteration>(py) => None,
-                other => other.map(Err),
-            };
-        }
-        Some(Ok(Bound::from_owned_ptr(py, raw)))
-    }
-}
-
-/// The UTF-8 of a `str` that is ASCII, read in place from its header's flag (no scan); `None`
-/// otherwise.
-#[inline]
-fn exact_ascii<'a>(text: &'a Bound<'_, PyString>) -> Option<&'a [u8]> {
-    #[cfg(not(any(Py_LIMITED_API, PyPy, GraalPy, Py_3_14)))]
-    {
-        use pyo3::ffi;
-        let p = text.as_ptr();
-        // SAFETY: `p` is a `str`; a compact ASCII string's characters follow its header,
-        // `length` bytes long, alive as long as `text`.
-        #[allow(unsafe_code)]
-        unsafe {
-            if ffi::PyUnicode_IS_COMPACT_ASCII(p) != 0 {
-                let len = usize::try_from(ffi::PyUnicode_GET_LENGTH(p)).unwrap_or(0);
-                return Some(std::slice::from_raw_parts(ffi::PyUnicode_DATA(p).cast::<u8>(), len));
-            }
-        }
-        None
-    }
-    #[cfg(any(Py_LIMITED_API, PyPy, GraalPy, Py_3_14))]
-    {
-        let _ = text;
-        None
     }
 }
 
