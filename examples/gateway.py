@@ -166,7 +166,7 @@ def _anthropic_error(status: int, message: str, _param: str | None) -> Response:
 class ClientBody(AsyncIterable[bytes], Protocol):
     """What an API's ``wrap`` returns: the SSE body for the client, closed after the call."""
 
-    async def aclose(self) -> None: ...
+    def aclose(self) -> Awaitable[None]: ...
 
 
 class Api(NamedTuple):

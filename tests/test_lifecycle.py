@@ -167,6 +167,25 @@ def test_close_failing_after_stop_delivers_everything_first(entry: Entry) -> Non
 
 
 @pytest.mark.parametrize("entry", SYNC_ENTRIES, ids=repr)
+def test_a_sync_stream_is_its_own_iterator(entry: Entry) -> None:
+    # A ``for`` loop pulls from the native driver itself, with no Python frame per item.
+    up = Upstream(entry.items())
+    with entry.make(up) as stream:
+        assert iter(stream) is stream
+    assert up.log == ["close"]
+
+
+@pytest.mark.parametrize("entry", ASYNC_ENTRIES, ids=repr)
+def test_an_async_stream_is_its_own_iterator(entry: Entry) -> None:
+    async def main() -> None:
+        stream = entry.make(AsyncUpstream(entry.items()))
+        assert stream.__aiter__() is stream
+        await stream.aclose()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("entry", SYNC_ENTRIES, ids=repr)
 @pytest.mark.parametrize("cycle", [False, True])
 def test_dropped_after_a_partial_read_closes_upstream_once(entry: Entry, cycle: bool) -> None:
     up = Upstream(entry.items())

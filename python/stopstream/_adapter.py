@@ -18,12 +18,12 @@ class, private state and helper methods survive (LiteLLM's ``ModelResponseStream
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Callable, Iterable, Iterator, Mapping
-from types import TracebackType
+from collections.abc import AsyncIterable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
+from stopstream._core import SyncDriver
 from stopstream._lifecycle import AsyncPull
-from stopstream._wrap import pull, stop_set
+from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -436,47 +436,26 @@ class _ViewAttributes:
         return sorted({*names, *_view_names(self._view)} if self._view is not None else names)
 
 
-class SyncAdapterStream(_ViewAttributes, Generic[_Out]):
+class SyncAdapterStream(_ViewAttributes, SyncDriver, Generic[_Out]):
     """Iterator over a stage's output, fed from a sync upstream by the stream lifecycle.
 
-    The pulls run in the native driver (``stopstream._core.StopStream``), the one that ``wrap``
-    uses: the same rules for a stop, a close (also from another thread during a pull), a bad
-    item, an upstream error, and a stream dropped after a partial read. What the stream
-    reports (``stop_sequence``, ``complete``...) is its machine's ``view``.
+    The stream is the native driver (``stopstream._core.SyncDriver``), the one under ``wrap``:
+    the same rules for a stop, a close (also from another thread during a pull; see
+    ``stopstream.wrap``), a bad item, an upstream error, and a stream dropped after a partial
+    read, and no Python frame per item. What the stream reports (``stop_sequence``,
+    ``complete``...) is its machine's ``view``.
     """
 
-    __slots__ = ("__weakref__", "_pull", "_view")
+    __slots__ = ("__weakref__", "_view")
 
     def __init__(self, source: Iterable[Any], stage: Stage, view: View | None = None) -> None:
-        if not isinstance(source, Iterable):
-            raise TypeError(f"stream must be an iterable, not {type(source).__name__}")
         self._view = view
-        self._pull = pull(source, stage)
 
-    def __iter__(self) -> Iterator[_Out]:
-        # The native driver itself: a ``for`` loop then pulls with no Python frame per item.
-        return self._pull
+    if TYPE_CHECKING:  # native: the typed view of ``SyncDriver``'s methods
 
-    def __next__(self) -> _Out:
-        return next(self._pull)  # type: ignore[no-any-return]
+        def __iter__(self) -> Self: ...
 
-    def close(self) -> None:
-        """End the stream and close the upstream (once; later calls do nothing).
-
-        From another thread during a pull it returns at once; see ``stopstream.wrap``.
-        """
-        self._pull.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+        def __next__(self) -> _Out: ...
 
 
 class AsyncAdapterStream(_ViewAttributes, AsyncPull[_Out]):

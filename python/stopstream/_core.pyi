@@ -6,9 +6,9 @@ wins (the longest among those ending there, then the first listed), output is cu
 stop is held back.
 """
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from types import TracebackType
-from typing import Any, Generic, Literal, Protocol, SupportsIndex, TypeAlias, TypeVar, final
+from typing import Any, Generic, Literal, SupportsIndex, TypeAlias, TypeVar, final
 
 from typing_extensions import Self, disjoint_base
 
@@ -37,6 +37,7 @@ __version__: str
 _Item: TypeAlias = "str | Stop | Regex"
 _Skip: TypeAlias = "Iterable[tuple[str, str]] | None"
 _Chunk = TypeVar("_Chunk", str, bytes)
+_T = TypeVar("_T")
 
 @final
 class Stop:
@@ -300,8 +301,46 @@ class ByteStopFilter:
     def pending(self) -> bytes:
         """The bytes held back: text that could begin a stop, then an incomplete character."""
 
+@disjoint_base
+class SyncDriver:
+    """The sync driver of the stream lifecycle: pulls from an upstream, feeds a stage, and
+    follows the lifecycle's rules (the base of ``StopStream`` and of the provider adapters'
+    sync streams). Dropped before its end, reference cycles included, it closes the upstream.
+    """
+
+    def __new__(cls, source: Iterable[Any], stage: Any, *_args: Any, **_kwargs: Any) -> Self:
+        """A driver of ``stage`` (``push(item)`` returning a piece or a list of items,
+        ``closing``, ``end()``; or the native SSE stage) over ``source``; further arguments
+        are a subclass's.
+
+        Raises:
+            TypeError: ``source`` is not iterable.
+        """
+    def __iter__(self) -> Self:
+        """The stream itself."""
+    def __next__(self) -> Any:
+        """The next output item.
+
+        Raises:
+            StopIteration: the stream ended.
+            RuntimeError: the stream is already being iterated.
+        """
+    def close(self) -> None:
+        """Stop the stream and close the upstream (once; later calls do nothing); see
+        ``StopStream.close``."""
+    def __del__(self) -> None:
+        """Close the upstream of a stream dropped before its end (the finalizer, by name, for
+        subclasses made in Python)."""
+    def __enter__(self) -> Self:
+        """The stream itself."""
+    def __exit__(
+        self,
+        *_args: type[BaseException] | BaseException | TracebackType | None,
+    ) -> bool:
+        """Close the stream; exceptions propagate."""
+
 @final
-class StopStream(Generic[_Chunk]):
+class StopStream(SyncDriver, Generic[_Chunk]):
     """Iterator applying stop sequences to an upstream iterable of chunks (see ``wrap``)."""
 
     def __new__(
@@ -372,32 +411,6 @@ class StopStream(Generic[_Chunk]):
     @property
     def pending(self) -> _Chunk:
         """The text (or bytes) held back."""
-
-    # Private: the constructor of the package's own machinery (``stopstream.wrap``, and the
-    # provider adapters' sync streams), not part of the API.
-    @staticmethod
-    def _staged(
-        chunks: Iterable[Any],
-        stops: _Stops = None,
-        errors: str = "strict",
-        *,
-        stage: Any = None,
-        closer: Callable[..., _Closer] | None = None,
-    ) -> StopStream[Any]:
-        """A stream like ``StopStream(chunks, stops, errors=errors)``, with two knobs.
-
-        Args:
-            closer: called as ``closer(iterator)`` or ``closer(iterator, chunks)`` (when
-                ``chunks`` is not its own iterator); the object returned is told ``close()``
-                when the stream stops or is closed, ``close_source()`` when it is closed during a
-                pull (close what is not the running iterator), and ``disarm()`` when the
-                upstream ran out.
-                ``wrap`` passes one that also closes the upstream when the stream is dropped.
-                ``None``: the stream never closes the upstream.
-            stage: a Python stage instead of the built-in filter (``push(item)`` returning a
-                piece or a list of items, ``closing``, ``end()``): how the provider adapters'
-                sync streams share this driver. ``stops`` is then unused.
-        """
 
 def truncate(
     text: str,
@@ -583,13 +596,6 @@ def feed_batch(
 # Private machinery: the native parts of the package's own drivers (``stopstream._lifecycle``,
 # ``stopstream.sse``, the provider adapters). Importable by name, absent from ``__all__``, and
 # not part of the API: they change with the package.
-
-class _Closer(Protocol):
-    def close(self) -> None: ...
-    def close_source(self) -> None: ...
-    def disarm(self) -> None: ...
-
-_T = TypeVar("_T")
 
 @disjoint_base
 class AsyncDriver:

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, overload
 
 from stopstream._core import StopSet, StopStream
-from stopstream._finalize import UpstreamCloser
 
 if TYPE_CHECKING:
-    from stopstream._lifecycle import Stage
     from stopstream._types import Stops
 
 BytesLike = bytes | bytearray | memoryview
@@ -77,9 +75,4 @@ def wrap(
     concurrent pulls: ``RuntimeError``.
     """
     compiled = stop_set(stops, include_stop, skip, skip_until)
-    return StopStream._staged(chunks, compiled, errors=errors, closer=UpstreamCloser)
-
-
-def pull(source: Iterable[object], stage: Stage) -> StopStream[Any]:
-    """The native lifecycle driver over a Python stage (the adapters' sync streams)."""
-    return StopStream._staged(source, stage=stage, closer=UpstreamCloser)
+    return StopStream(chunks, compiled, errors=errors)

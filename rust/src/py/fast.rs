@@ -9,10 +9,10 @@ use pyo3::types::{PyBytes, PyIterator, PyString};
 
 use super::convert::{chunk_utf8, make_str, CHUNK_STACK};
 use super::errors::map_error;
-use super::stream::{Mode, StopStream, StreamState};
+use super::stream::{Mode, StreamState, SyncDriver};
 use crate::{Action, Status};
 
-impl StopStream {
+impl SyncDriver {
     /// The per-chunk path of `wrap` over exact `str` or `bytes` chunks, the one a token stream
     /// takes for nearly every chunk: pull, scan, and hand back the chunk itself (or the released
     /// part). Anything else (a close request, a chunk of another kind or one the filter refuses,

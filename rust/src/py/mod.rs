@@ -73,7 +73,8 @@ fn lock<'a, T>(py: Python<'_>, m: &'a TryLock<T>) -> PyResult<Guard<'a, T>> {
 }
 
 /// Names of the module that are the package's own machinery, not its API.
-const PRIVATE: [&str; 4] = ["AsyncDriver", "AsyncPullStep", "_SSEStage", "_feed_unless_stop"];
+const PRIVATE: [&str; 5] =
+    ["AsyncDriver", "AsyncPullStep", "SyncDriver", "_SSEStage", "_feed_unless_stop"];
 
 /// The compiled part of `stopstream`.
 #[pymodule]
@@ -82,6 +83,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<filters::ByteStopFilter>()?;
     m.add_class::<items::Stop>()?;
     m.add_class::<items::Regex>()?;
+    m.add_class::<stream::SyncDriver>()?;
     m.add_class::<stream::StopStream>()?;
     m.add_class::<astream::AsyncDriver>()?;
     m.add_class::<astep::AsyncPullStep>()?;

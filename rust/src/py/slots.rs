@@ -1,7 +1,8 @@
-//! The raw-FFI island of the bindings: the slots of the async driver's awaitable,
-//! `AsyncPullStep`, that PyO3 cannot declare (`am_send`, and `am_await` without a method
-//! call), its finalizer and the `tp_dealloc` that runs it, and the interpreter's finalizing
-//! flag. Everything here writes into, or is called through, a type object PyO3 made.
+//! The raw-FFI island of the bindings: the slots PyO3 cannot declare. The async driver's
+//! awaitable, `AsyncPullStep`, gets `am_send` (and `am_await` without a method call); it and
+//! the sync driver, `SyncDriver` (with `StopStream`, its subclass), get a finalizer and the
+//! `tp_dealloc` that runs it. Also the interpreter's finalizing flag. Everything here writes
+//! into, or is called through, a type object PyO3 made.
 //!
 //! Checked against CPython 3.10.13, 3.11.7, 3.12.1 and 3.13.0 (`.ci/pythons` builds and tests
 //! each) with PyO3 0.30.1. The one layout assumption, that PyO3 makes `AsyncPullStep` a heap
@@ -18,6 +19,7 @@ use pyo3::prelude::*;
 
 use super::astep::AsyncPullStep;
 use super::awaits::{Input, Sent};
+use super::stream::{StopStream, SyncDriver};
 
 /// Whether the interpreter is finalizing (`Py_IsFinalizing`, public from 3.13 and exported as
 /// `_Py_IsFinalizing` before).
@@ -36,16 +38,60 @@ pub(super) fn finalizing() -> bool {
     finalizing != 0
 }
 
-/// The `tp_finalize` slot of `AsyncPullStep` (set by `install`). A finalizer, not `Drop`:
-/// the collector runs it on cyclic garbage before `tp_clear` empties the step, so a pull
-/// suspended in a cycle (an awaitable that refers back to its waiter) still ends, its upstream
-/// closed and the stream freed, as a coroutine's finalizer runs its `finally`. The step's
-/// `tp_dealloc` runs it first too (`dealloc`), so closing never runs inside PyO3's dealloc.
+/// A native type with a finalizer: what it does when the collector (or its dealloc) finalizes
+/// it, and where its PyO3 `tp_dealloc` is kept.
+trait Finalize: pyo3::PyClass {
+    /// Named in the error of a panic (which cannot happen, but must not unwind into C).
+    const TYPE_NAME: &'static str;
+    fn finalize(slf: &Bound<'_, Self>);
+    /// PyO3's `tp_dealloc` of the type, which [`dealloc`] calls after the finalizer.
+    fn pyo3_dealloc() -> &'static OnceLock<ffi::destructor>;
+}
+
+impl Finalize for AsyncPullStep {
+    const TYPE_NAME: &'static str = "AsyncPullStep";
+    fn finalize(slf: &Bound<'_, Self>) {
+        AsyncPullStep::finalize(slf);
+    }
+    fn pyo3_dealloc() -> &'static OnceLock<ffi::destructor> {
+        static DEALLOC: OnceLock<ffi::destructor> = OnceLock::new();
+        &DEALLOC
+    }
+}
+
+impl Finalize for SyncDriver {
+    const TYPE_NAME: &'static str = "SyncDriver";
+    fn finalize(slf: &Bound<'_, Self>) {
+        slf.get().finalize(slf.py());
+    }
+    fn pyo3_dealloc() -> &'static OnceLock<ffi::destructor> {
+        static DEALLOC: OnceLock<ffi::destructor> = OnceLock::new();
+        &DEALLOC
+    }
+}
+
+impl Finalize for StopStream {
+    const TYPE_NAME: &'static str = "StopStream";
+    fn finalize(slf: &Bound<'_, Self>) {
+        slf.as_super().get().finalize(slf.py());
+    }
+    fn pyo3_dealloc() -> &'static OnceLock<ffi::destructor> {
+        static DEALLOC: OnceLock<ffi::destructor> = OnceLock::new();
+        &DEALLOC
+    }
+}
+
+/// The `tp_finalize` slot (set by `install`). A finalizer, not `Drop`: the collector runs it
+/// on cyclic garbage before `tp_clear` empties the object, so a pull suspended in a cycle (an
+/// awaitable that refers back to its waiter) still ends, and a sync stream in a cycle still
+/// closes its upstream, as a coroutine's or generator's finalizer runs its `finally`. The
+/// type's `tp_dealloc` runs it first too (`dealloc`), so closing never runs inside PyO3's
+/// dealloc. Subclasses made in Python inherit it.
 #[allow(unsafe_code)]
-unsafe extern "C" fn finalize(slf: *mut ffi::PyObject) {
-    // SAFETY: CPython calls the slot on an attached thread with a live `AsyncPullStep` (the
-    // slot is set on that type only). The exception being raised, if any, is kept aside and
-    // put back, as a finalizer must.
+unsafe extern "C" fn finalize<T: Finalize>(slf: *mut ffi::PyObject) {
+    // SAFETY: CPython calls the slot on an attached thread with a live `T` or an instance of a
+    // subclass of it (the slot is set on `T`). The exception being raised, if any, is kept
+    // aside and put back, as a finalizer must.
     unsafe {
         let (mut typ, mut value, mut tb) =
             (std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut());
@@ -53,24 +99,21 @@ unsafe extern "C" fn finalize(slf: *mut ffi::PyObject) {
         ffi::PyErr_Fetch(&raw mut typ, &raw mut value, &raw mut tb);
         let py = Python::assume_attached();
         let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let slf = Bound::from_borrowed_ptr(py, slf).cast_into_unchecked::<AsyncPullStep>();
-            AsyncPullStep::finalize(&slf);
+            let slf = Bound::from_borrowed_ptr(py, slf).cast_into_unchecked::<T>();
+            T::finalize(&slf);
         }));
         if panicked.is_err() {
-            PyRuntimeError::new_err("internal error in AsyncPullStep").write_unraisable(py, None);
+            let message = format!("internal error in {}", T::TYPE_NAME);
+            PyRuntimeError::new_err(message).write_unraisable(py, None);
         }
         #[allow(deprecated)]
         ffi::PyErr_Restore(typ, value, tb);
     }
 }
 
-/// PyO3's `tp_dealloc` of `AsyncPullStep`, which `dealloc` calls after the finalizer.
-static PYO3_DEALLOC: OnceLock<ffi::destructor> = OnceLock::new();
-
-/// The `tp_dealloc` slot of `AsyncPullStep`: the finalizer (once, as CPython's own types do),
-/// then PyO3's dealloc.
+/// The `tp_dealloc` slot: the finalizer (once, as CPython's own types do), then PyO3's dealloc.
 #[allow(unsafe_code)]
-unsafe extern "C" fn dealloc(slf: *mut ffi::PyObject) {
+unsafe extern "C" fn dealloc<T: Finalize>(slf: *mut ffi::PyObject) {
     // SAFETY: CPython calls the slot with an object whose count fell to zero, on an attached
     // thread. `PyObject_CallFinalizerFromDealloc` runs `tp_finalize` unless it ran already and
     // reports a resurrection with -1, in which case the object lives on.
@@ -78,9 +121,27 @@ unsafe extern "C" fn dealloc(slf: *mut ffi::PyObject) {
         if ffi::PyObject_CallFinalizerFromDealloc(slf) < 0 {
             return;
         }
-        if let Some(pyo3_dealloc) = PYO3_DEALLOC.get() {
+        if let Some(pyo3_dealloc) = T::pyo3_dealloc().get() {
             pyo3_dealloc(slf);
         }
+    }
+}
+
+/// Sets `T`'s finalizer and the dealloc that runs it, on `raw`, its type object.
+///
+/// # Safety
+///
+/// `raw` is `T`'s heap type object, just made, with a `tp_dealloc`.
+#[allow(unsafe_code)]
+unsafe fn set_finalizer<T: Finalize>(raw: *mut ffi::PyTypeObject) {
+    // SAFETY: the caller's promise; the slots are plain fields of the type object.
+    unsafe {
+        if let Some(pyo3_dealloc) = (*raw).tp_dealloc {
+            if T::pyo3_dealloc().set(pyo3_dealloc).is_ok() {
+                (*raw).tp_dealloc = Some(dealloc::<T>);
+            }
+        }
+        (*raw).tp_finalize = Some(finalize::<T>);
     }
 }
 
@@ -148,8 +209,8 @@ unsafe extern "C" fn am_await(slf: *mut ffi::PyObject) -> *mut ffi::PyObject {
     slf
 }
 
-/// Sets `AsyncPullStep`'s `am_send` and `am_await` slots (see `am_send`), and its finalizer
-/// (see `finalize`).
+/// Sets `AsyncPullStep`'s `am_send` and `am_await` slots (see `am_send`), and the finalizers
+/// of it and of the sync driver (see `finalize`).
 pub(super) fn install(py: Python<'_>) -> PyResult<()> {
     let ty = py.get_type::<AsyncPullStep>();
     // SAFETY: the type is a heap type made by PyO3 with an `am_await` slot, so `tp_as_async`
@@ -171,12 +232,7 @@ pub(super) fn install(py: Python<'_>) -> PyResult<()> {
         }
         (*methods).am_send = Some(am_send);
         (*methods).am_await = Some(am_await);
-        if let Some(pyo3_dealloc) = (*raw).tp_dealloc {
-            if PYO3_DEALLOC.set(pyo3_dealloc).is_ok() {
-                (*raw).tp_dealloc = Some(dealloc);
-            }
-        }
-        (*raw).tp_finalize = Some(finalize);
+        set_finalizer::<AsyncPullStep>(raw);
         // CPython 3.10's `PyIter_Send` reads `am_send` only with this flag (gone in 3.11).
         #[cfg(not(Py_3_11))]
         {
@@ -184,6 +240,34 @@ pub(super) fn install(py: Python<'_>) -> PyResult<()> {
             (*raw).tp_flags |= PY_TPFLAGS_HAVE_AM_SEND;
         }
         ffi::PyType_Modified(raw);
+    }
+    // The sync driver and `StopStream`, before any subclass of them is made (which inherits
+    // the finalizer).
+    for (ty, name) in
+        [(py.get_type::<SyncDriver>(), "SyncDriver"), (py.get_type::<StopStream>(), "StopStream")]
+    {
+        let raw = ty.as_type_ptr();
+        // SAFETY: reads of the flags and slots of a live type object.
+        #[allow(unsafe_code)]
+        let heap = unsafe {
+            (*raw).tp_flags & ffi::Py_TPFLAGS_HEAPTYPE != 0 && (*raw).tp_dealloc.is_some()
+        };
+        if !heap {
+            return Err(PyImportError::new_err(format!(
+                "stopstream._core: {name} is not the heap type with a dealloc that this build \
+                 expects (checked with PyO3 0.30.1 on CPython 3.10 to 3.13)"
+            )));
+        }
+        // SAFETY: `raw` is the heap type just checked, made by PyO3 for the class.
+        #[allow(unsafe_code)]
+        unsafe {
+            if name == "SyncDriver" {
+                set_finalizer::<SyncDriver>(raw);
+            } else {
+                set_finalizer::<StopStream>(raw);
+            }
+            ffi::PyType_Modified(raw);
+        }
     }
     Ok(())
 }

@@ -68,8 +68,9 @@ impl Stage {
     ) -> PyResult<Pushed<'py>> {
         match self {
             Stage::Filter(filter) => {
-                let (out, closing) = filter.get().stage_push(py, item, position)?;
-                let owed = if closing { filter.get().stage_owed(py)? } else { None };
+                let filter = filter.bind(py).as_super().get();
+                let (out, closing) = filter.stage_push(py, item, position)?;
+                let owed = if closing { filter.stage_owed(py)? } else { None };
                 Ok(Pushed { out: out.map_or(Out::None, Out::One), closing, owed })
             }
             Stage::Sse(sse) => {
@@ -103,8 +104,9 @@ impl Stage {
     pub(super) fn end(&self, py: Python<'_>) -> PyResult<(Vec<Py<PyAny>>, Option<PyErr>)> {
         match self {
             Stage::Filter(filter) => {
-                let out = filter.get().stage_end(py)?.map(Bound::unbind).into_iter().collect();
-                Ok((out, filter.get().stage_owed(py)?))
+                let filter = filter.bind(py).as_super().get();
+                let out = filter.stage_end(py)?.map(Bound::unbind).into_iter().collect();
+                Ok((out, filter.stage_owed(py)?))
             }
             Stage::Sse(sse) => {
                 let out = sse.get().finish(py)?;

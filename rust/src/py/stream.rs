@@ -3,12 +3,13 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use pyo3::exceptions::{PyRuntimeError, PyTypeError};
+use pyo3::exceptions::{PyOSError, PyRuntimeError, PyTypeError};
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyIterator, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyIterator, PyString, PyTuple};
 use pyo3::PyTraverseError;
 
+use super::awaits::is_awaitable;
 use super::convert::{bytes_out, chunk_bytes, chunk_utf8, make_str, str_out, CHUNK_STACK};
 use super::errors::{map_error, parse_errors, type_name};
 use super::fast::{pull, Pulled};
@@ -69,18 +70,16 @@ pub(super) struct StreamState {
 ///
 /// The async driver (`stopstream._lifecycle.AsyncPull`) follows the same rules; one test matrix
 /// checks both over every entry point.
-#[pyclass(frozen, module = "stopstream._core")]
-pub(super) struct StopStream {
+#[pyclass(frozen, subclass, module = "stopstream._core")]
+pub(super) struct SyncDriver {
     stops: Stops,
     include_stop: bool,
     replace: bool,
     state: TryLock<StreamState>,
-    /// A `stopstream._finalize.UpstreamCloser` over the iterator and the object given, made by
-    /// the factory the Python side passes in. Dropping it closes what is still open (reference
-    /// cycles included: it is a Python object with a finalizer, which a native class cannot
-    /// have). Outside the state lock, so that `close()` reaches it during a pull; taken only for
-    /// a reference count, never across a call.
-    closer: Mutex<Option<Py<PyAny>>>,
+    /// The object given, when it is not its own iterator (an SDK stream): closed too. Outside
+    /// the state lock, so that `close()` reaches it during a pull; taken only for a reference
+    /// count, never across a call.
+    source: Mutex<Option<Py<PyAny>>>,
     /// What the attributes report, published after every `__next__`, so reading them never
     /// waits for (or re-enters) a pull in progress.
     snapshot: AtomicU64,
@@ -128,23 +127,50 @@ impl Snapshot {
     }
 }
 
-impl StopStream {
-    fn closer(&self, py: Python<'_>) -> Option<Py<PyAny>> {
-        let guard = self.closer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        guard.as_ref().map(|c| c.clone_ref(py))
+impl SyncDriver {
+    /// The object given, taken: it is closed, or let go of, once.
+    fn take_source(&self) -> Option<Py<PyAny>> {
+        self.source.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
     }
 
-    fn call_closer(&self, py: Python<'_>, method: &Bound<'_, PyString>) -> PyResult<()> {
-        match self.closer(py) {
-            Some(closer) => closer.bind(py).call_method0(method).map(drop),
-            None => Ok(()),
+    /// Closes what is still open of the upstream (the lifecycle asks once): the iterator and
+    /// the object given, each with its `close()`, both even if one fails; the first failure is
+    /// returned.
+    fn close_upstream(&self, py: Python<'_>, st: &mut StreamState) -> PyResult<()> {
+        let iterator = st.upstream.take().map(Py::into_any);
+        let mut result = Ok(());
+        for target in iterator.into_iter().chain(self.take_source()) {
+            let closed = close_object(target.bind(py));
+            if result.is_ok() {
+                result = closed;
+            }
+        }
+        result
+    }
+
+    /// `close()` from another thread during a pull: the object given is closed now (an SDK
+    /// stream, whose `close()` drops the connection and so ends the read the iterator waits
+    /// on); the pull closes the iterator as it returns. Nobody is left to tell of a failure but
+    /// `sys.unraisablehook`.
+    fn close_source(&self, py: Python<'_>) {
+        let Some(source) = self.take_source() else { return };
+        let source = source.bind(py);
+        shut_down_connection(source);
+        if let Err(err) = close_object(source) {
+            err.write_unraisable(py, None);
         }
     }
 
-    /// Closes what is still open of the upstream (the lifecycle asks once).
-    fn close_upstream(&self, py: Python<'_>, st: &mut StreamState) -> PyResult<()> {
-        st.upstream = None;
-        self.call_closer(py, pyo3::intern!(py, "close"))
+    /// The finalizer's work (`slots::install`): a stream dropped before its end, reference
+    /// cycles included (the collector finalizes a dead cycle before clearing any of it), closes
+    /// its upstream, as a generator's finalizer runs its `finally`.
+    pub(super) fn finalize(&self, py: Python<'_>) {
+        let Some(mut st) = try_lock(py, &self.state) else { return };
+        if st.life.close() {
+            if let Err(err) = self.close_upstream(py, &mut st) {
+                err.write_unraisable(py, None);
+            }
+        }
     }
 
     /// Carries out the lifecycle's actions until one hands the consumer an item, an error or
@@ -195,9 +221,7 @@ impl StopStream {
                 if matches!(action, Action::EndStage) {
                     // Ran out by itself: nothing to close.
                     st.upstream = None;
-                    if let Err(err) = self.call_closer(py, pyo3::intern!(py, "disarm")) {
-                        return Action::Raise(err);
-                    }
+                    drop(self.take_source());
                 }
                 return action;
             }
@@ -372,36 +396,88 @@ impl StopStream {
     }
 }
 
+/// Calls `target.close()` where it has one. An async object given to a sync stream returns an
+/// awaitable that nothing here can await: it is closed instead, unrun.
+fn close_object(target: &Bound<'_, PyAny>) -> PyResult<()> {
+    let py = target.py();
+    let Some(close) = target.getattr_opt(pyo3::intern!(py, "close"))? else { return Ok(()) };
+    let result = close.call0()?;
+    if !result.is_none() && is_awaitable(&result)? {
+        if let Some(close) = result.getattr_opt(pyo3::intern!(py, "close"))? {
+            if close.is_callable() {
+                close.call0()?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Shuts down the socket under an SDK stream's HTTP/1 response (`stream.response`).
+///
+/// Closing a socket does not wake a thread blocked reading it (on Linux the read goes on until
+/// data comes, and no FIN is sent meanwhile), so the response's own `close()` alone would leave
+/// the reading thread waiting and the generation running. `shutdown` ends the read at once and
+/// tells the server. The socket comes from httpcore's documented `network_stream` response
+/// extension (httpx and httpx2); an HTTP/2 connection carries other streams too and is left to
+/// the response's `close()`.
+fn shut_down_connection(stream: &Bound<'_, PyAny>) {
+    let py = stream.py();
+    let shut = || -> PyResult<()> {
+        let Some(response) = stream.getattr_opt("response")? else { return Ok(()) };
+        let Some(extensions) = response.getattr_opt("extensions")? else { return Ok(()) };
+        let Ok(extensions) = extensions.cast::<PyDict>() else { return Ok(()) };
+        if let Some(version) = response.getattr_opt("http_version")? {
+            if version.str()?.to_str()?.to_ascii_uppercase().starts_with("HTTP/2") {
+                return Ok(());
+            }
+        }
+        let Some(network) = extensions.get_item("network_stream")? else { return Ok(()) };
+        let Some(get_extra_info) = network.getattr_opt("get_extra_info")? else { return Ok(()) };
+        if !get_extra_info.is_callable() {
+            return Ok(());
+        }
+        let socket = py.import("socket")?;
+        let sock = get_extra_info.call1(("socket",))?;
+        if sock.is_instance(&socket.getattr("socket")?)? {
+            sock.call_method1("shutdown", (socket.getattr("SHUT_RDWR")?,))?;
+        }
+        Ok(())
+    };
+    match shut() {
+        Err(err) if err.is_instance_of::<PyOSError>(py) => {} // closed already
+        Err(err) => err.write_unraisable(py, None),
+        Ok(()) => {}
+    }
+}
+
 /// Whether the item just fed ended the input: a stop fired, or the stage is closing.
 fn closing(st: &StreamState) -> bool {
     st.closing || matches!(st.mode.status(), Status::Stopped(_))
 }
 
-impl StopStream {
+impl SyncDriver {
+    /// A driver over `chunks`: the built-in filter (`stops` given) or `stage`.
     fn build(
         py: Python<'_>,
         chunks: &Bound<'_, PyAny>,
         stops: Option<&Bound<'_, PyAny>>,
         include_stop: IncludeStop,
         errors: &str,
-        stage: Option<Bound<'_, PyAny>>,
-        closer: Option<&Bound<'_, PyAny>>,
+        stage: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let replace = parse_errors(errors)?;
         let (stops, include_stop) = resolve(py, stops, include_stop, SkipArgs::default())?;
         let upstream = PyIterator::from_object(chunks).map_err(|_| {
-            PyTypeError::new_err(format!("chunks must be iterable, not {}", type_name(chunks)))
+            let what = if stage.is_some() { "stream" } else { "chunks" };
+            PyTypeError::new_err(format!("{what} must be iterable, not {}", type_name(chunks)))
         })?;
-        let closer = match closer {
-            Some(factory) if upstream.is(chunks) => Some(factory.call1((&upstream,))?.unbind()),
-            Some(factory) => Some(factory.call1((&upstream, chunks))?.unbind()),
-            None => None,
-        };
+        // The object given, when it is not its own iterator (an SDK stream), is closed too.
+        let source = (!upstream.is(chunks)).then(|| chunks.clone().unbind());
         let mode = match stage {
-            Some(stage) => Mode::Stage(Stage::of(&stage)),
+            Some(stage) => Mode::Stage(Stage::of(stage)),
             None => Mode::Unknown,
         };
-        Ok(StopStream {
+        Ok(SyncDriver {
             stops,
             include_stop,
             replace,
@@ -412,7 +488,7 @@ impl StopStream {
                 closing: false,
                 life: Lifecycle::new(),
             }),
-            closer: Mutex::new(closer),
+            source: Mutex::new(source),
             snapshot: AtomicU64::new(0),
             tail: AtomicU32::new(0),
             close_requested: AtomicBool::new(false),
@@ -423,33 +499,19 @@ impl StopStream {
 }
 
 #[pymethods]
-impl StopStream {
+impl SyncDriver {
+    /// A driver of `stage` over `source` (the adapters' sync streams subclass it; further
+    /// arguments are theirs).
     #[new]
-    #[pyo3(signature = (chunks, stops = None, include_stop = IncludeStop::default(), errors = "strict"))]
-    #[pyo3(text_signature = "(chunks, stops=None, include_stop=False, errors='strict')")]
+    #[pyo3(signature = (source, stage, *_args, **_kwargs))]
     fn new(
         py: Python<'_>,
-        chunks: &Bound<'_, PyAny>,
-        stops: Option<&Bound<'_, PyAny>>,
-        include_stop: IncludeStop,
-        errors: &str,
+        source: &Bound<'_, PyAny>,
+        stage: &Bound<'_, PyAny>,
+        _args: &Bound<'_, PyTuple>,
+        _kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        StopStream::build(py, chunks, stops, include_stop, errors, None, None)
-    }
-
-    /// The machinery's constructor (`stopstream.wrap` and the adapters' sync streams): a
-    /// `closer` factory for the upstream, or a Python `stage` instead of the built-in filter.
-    #[staticmethod]
-    #[pyo3(name = "_staged", signature = (chunks, stops = None, errors = "strict", *, stage = None, closer = None))]
-    fn staged(
-        py: Python<'_>,
-        chunks: &Bound<'_, PyAny>,
-        stops: Option<&Bound<'_, PyAny>>,
-        errors: &str,
-        stage: Option<Bound<'_, PyAny>>,
-        closer: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
-        StopStream::build(py, chunks, stops, IncludeStop::default(), errors, stage, closer)
+        SyncDriver::build(py, source, None, IncludeStop::default(), "strict", Some(stage))
     }
 
     fn __iter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
@@ -494,10 +556,16 @@ impl StopStream {
         // A `__next__` is running (another thread, or this call comes from the upstream): close
         // at once what can be closed while the iterator runs; the running call closes the rest
         // as soon as its pull returns. Never raises, never waits.
-        if let Err(err) = self.call_closer(py, pyo3::intern!(py, "close_source")) {
-            err.write_unraisable(py, None);
-        }
+        self.close_source(py);
         Ok(())
+    }
+
+    /// The finalizer, by name: a subclass made in Python takes its `tp_finalize` from a
+    /// `__del__` in its bases (CPython's slot rules), and the native slot set by
+    /// `slots::install` carries none.
+    #[pyo3(name = "__del__")]
+    fn del(&self, py: Python<'_>) {
+        self.finalize(py);
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
@@ -515,15 +583,15 @@ impl StopStream {
                 visit.call(item)?;
             }
         }
-        if let Ok(closer) = self.closer.try_lock() {
-            visit.call(closer.as_ref())?;
+        if let Ok(source) = self.source.try_lock() {
+            visit.call(source.as_ref())?;
         }
         Ok(())
     }
 
     fn __clear__(&self) {
-        // The collector has already run the closer's finalizer (finalizers of a dead cycle run
-        // before anything in it is cleared); dropping the references is all that is left.
+        // The collector has already run the finalizer (finalizers of a dead cycle run before
+        // anything in it is cleared); dropping the references is all that is left.
         Python::attach(|py| {
             if let Some(mut st) = try_lock(py, &self.state) {
                 st.upstream = None;
@@ -532,8 +600,7 @@ impl StopStream {
                     st.mode = Mode::Unknown;
                 }
             }
-            let closer = self.closer.lock().map(|mut c| c.take());
-            drop(closer);
+            drop(self.take_source());
         });
     }
 
@@ -546,51 +613,80 @@ impl StopStream {
         self.close(py)?;
         Ok(false)
     }
+}
 
-    #[getter]
-    fn stops(&self, py: Python<'_>) -> Py<PyTuple> {
-        self.stops.tuple.clone_ref(py)
+/// `wrap`'s stream: the sync driver over the built-in text or bytes filter, and what the filter
+/// reports (read from the snapshot the driver publishes after every `__next__`).
+#[pyclass(frozen, extends = SyncDriver, module = "stopstream._core")]
+pub(super) struct StopStream;
+
+/// The driver under a `StopStream`.
+fn base<'a>(slf: &'a Bound<'_, StopStream>) -> &'a SyncDriver {
+    slf.as_super().get()
+}
+
+#[pymethods]
+impl StopStream {
+    #[new]
+    #[pyo3(signature = (chunks, stops = None, include_stop = IncludeStop::default(), errors = "strict"))]
+    #[pyo3(text_signature = "(chunks, stops=None, include_stop=False, errors='strict')")]
+    fn new(
+        py: Python<'_>,
+        chunks: &Bound<'_, PyAny>,
+        stops: Option<&Bound<'_, PyAny>>,
+        include_stop: IncludeStop,
+        errors: &str,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        let driver = SyncDriver::build(py, chunks, stops, include_stop, errors, None)?;
+        Ok(PyClassInitializer::from(driver).add_subclass(StopStream))
     }
 
     #[getter]
-    fn include_stop(&self) -> bool {
-        self.include_stop
+    fn stops(slf: &Bound<'_, Self>) -> Py<PyTuple> {
+        base(slf).stops.tuple.clone_ref(slf.py())
     }
 
     #[getter]
-    fn stopped(&self) -> bool {
-        matches!(self.snapshot().status, Status::Stopped(_))
+    fn include_stop(slf: &Bound<'_, Self>) -> bool {
+        base(slf).include_stop
     }
 
     #[getter]
-    fn stop_sequence(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        let status = self.snapshot().status;
-        if self.stops.core.is_composed() && matches!(status, Status::Stopped(_)) {
-            let g = self.composed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    fn stopped(slf: &Bound<'_, Self>) -> bool {
+        matches!(base(slf).snapshot().status, Status::Stopped(_))
+    }
+
+    #[getter]
+    fn stop_sequence(slf: &Bound<'_, Self>) -> PyResult<Option<Py<PyAny>>> {
+        let (this, py) = (base(slf), slf.py());
+        let status = this.snapshot().status;
+        if this.stops.core.is_composed() && matches!(status, Status::Stopped(_)) {
+            let g = this.composed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             if let Some(m) = g.1.clone() {
                 drop(g);
                 return Ok(Some(make_str(py, &m)?.into_any().unbind()));
             }
         }
-        Ok(stop_sequence(py, &self.stops, status))
+        Ok(stop_sequence(py, &this.stops, status))
     }
 
     #[getter]
-    fn stop_index(&self) -> Option<usize> {
-        stop_index(self.snapshot().status)
+    fn stop_index(slf: &Bound<'_, Self>) -> Option<usize> {
+        stop_index(base(slf).snapshot().status)
     }
 
     #[getter]
-    fn stop_reason(&self) -> Option<&'static str> {
-        stop_reason(self.snapshot().status)
+    fn stop_reason(slf: &Bound<'_, Self>) -> Option<&'static str> {
+        stop_reason(base(slf).snapshot().status)
     }
 
     #[getter]
-    fn pending<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let snap = self.snapshot();
-        if self.stops.core.is_composed() {
+    fn pending<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let (this, py) = (base(slf), slf.py());
+        let snap = this.snapshot();
+        if this.stops.core.is_composed() {
             let held = if snap.status == Status::Open {
-                self.composed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).0.clone()
+                this.composed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).0.clone()
             } else {
                 Vec::new()
             };
@@ -599,8 +695,8 @@ impl StopStream {
             }
             return Ok(make_str(py, &held)?.into_any());
         }
-        let set = self.stops.set();
-        let held = if self.include_stop || snap.status != Status::Open {
+        let set = this.stops.set();
+        let held = if this.include_stop || snap.status != Status::Open {
             &[][..]
         } else {
             set.held(snap.sid)
@@ -608,7 +704,7 @@ impl StopStream {
         if snap.mode == Snapshot::MODE_BYTES {
             let mut out = held.to_vec();
             if snap.status == Status::Open {
-                let tail = self.tail.load(Ordering::Relaxed).to_le_bytes();
+                let tail = this.tail.load(Ordering::Relaxed).to_le_bytes();
                 out.extend_from_slice(&tail[1..=(tail[0] as usize).min(3)]);
             }
             return Ok(PyBytes::new(py, &out).into_any());
@@ -620,7 +716,7 @@ impl StopStream {
 /// The built-in filter as a lifecycle stage, for the async driver (`astream.rs`): a `StopStream`
 /// made over an empty upstream is fed item by item, so both drivers share one filter, its
 /// errors and its attributes.
-impl StopStream {
+impl SyncDriver {
     /// Feeds one item: its output (`None` when empty) and whether a stop fired.
     pub(super) fn stage_push<'py>(
         &self,
