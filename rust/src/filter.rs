@@ -25,6 +25,67 @@ pub struct Output<'a> {
     pub whole: bool,
 }
 
+/// What a stream reports, packed in one word ([`Report::pack`]) so that a driver can publish it
+/// after every chunk and readers can take it from anywhere without a lock: whether the stream
+/// has started and on which input, its status, and a literal list's automaton state, which
+/// with the list gives the held text ([`StopSet::held`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Report {
+    /// Where the stream stands (open before it started).
+    pub status: Status,
+    /// The input is raw bytes (`false`: decoded text, or not started).
+    pub bytes: bool,
+    /// The stream has a filter (an item was fed, or the upstream ended).
+    pub started: bool,
+    /// A literal list's automaton state (0 for a composed list).
+    pub state_id: u32,
+}
+
+impl Report {
+    /// Before the first item.
+    pub const UNSTARTED: Report =
+        Report { status: Status::Open, bytes: false, started: false, state_id: 0 };
+
+    /// The report in a word: state id (32 bits), started and bytes (2 bits), status (30 bits:
+    /// 0 open, 1 finished, 2 + i stopped by stop i).
+    pub fn pack(self) -> u64 {
+        let status: u64 = match self.status {
+            Status::Open => 0,
+            Status::Finished => 1,
+            Status::Stopped(i) => 2 + i as u64,
+        };
+        let flags = u64::from(self.started) | u64::from(self.bytes) << 1;
+        u64::from(self.state_id) | flags << 32 | status << 34
+    }
+
+    /// The report [`Report::pack`] made `word` of.
+    pub fn unpack(word: u64) -> Report {
+        let status = match word >> 34 {
+            0 => Status::Open,
+            1 => Status::Finished,
+            i => Status::Stopped(usize::try_from(i - 2).unwrap_or(usize::MAX)),
+        };
+        let flags = word >> 32;
+        Report { status, bytes: flags & 2 != 0, started: flags & 1 != 0, state_id: word as u32 }
+    }
+}
+
+/// The incomplete character a bytes stream carries ([`Filter::tail`]), packed in a word:
+/// its length in the low byte, then its bytes.
+pub fn pack_tail(tail: &[u8]) -> u32 {
+    let mut word = tail.len() as u32;
+    for (i, &byte) in tail.iter().take(3).enumerate() {
+        word |= u32::from(byte) << (8 * (i + 1));
+    }
+    word
+}
+
+/// The bytes [`pack_tail`] packed.
+pub fn unpack_tail(word: u32) -> ([u8; 3], usize) {
+    let b = word.to_le_bytes();
+    ([b[1], b[2], b[3]], (b[0] as usize).min(3))
+}
+
 /// A literal text stream's state, saved by [`Filter::feed_unless_stop`] for [`Filter::restore`].
 #[derive(Clone, Copy, Debug)]
 pub struct Saved(TextStream);
@@ -104,6 +165,12 @@ impl Filter {
             Kind::ComposedBytes(_, b) => b.replace(),
             Kind::Text(..) | Kind::ComposedText(..) => false,
         }
+    }
+
+    /// What the stream reports, for [`Report::pack`].
+    pub fn report(&self) -> Report {
+        let state_id = self.state_id().unwrap_or(0);
+        Report { status: self.status(), bytes: self.is_bytes(), started: true, state_id }
     }
 
     /// For a literal list, the automaton state, which with the list determines the held text
@@ -348,6 +415,17 @@ mod tests {
         assert!(Filter::new(&composed, false, false, false)
             .feed_unless_stop(b"a", &mut out)
             .is_none());
+    }
+
+    #[test]
+    fn a_report_survives_its_word() {
+        for status in [Status::Open, Status::Finished, Status::Stopped(0), Status::Stopped(9_999)] {
+            for (bytes, started, state_id) in [(false, false, 0), (true, true, u32::MAX)] {
+                let report = Report { status, bytes, started, state_id };
+                assert_eq!(Report::unpack(report.pack()), report);
+            }
+        }
+        assert_eq!(unpack_tail(pack_tail(b"\xe2\x82")), ([0xe2, 0x82, 0], 2));
     }
 
     #[test]

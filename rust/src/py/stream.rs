@@ -19,7 +19,7 @@ use super::stopset::{
 };
 use super::try_lock;
 use crate::lock::TryLock;
-use crate::{Action, Filter, Lifecycle, Status};
+use crate::{pack_tail, unpack_tail, Action, Filter, Lifecycle, Report, Status};
 
 #[allow(clippy::large_enum_variant, reason = "one per stream, made once and never moved")]
 pub(super) enum Mode {
@@ -93,38 +93,6 @@ pub(super) struct SyncDriver {
     composed: Mutex<(Vec<u8>, Option<Vec<u8>>)>,
     /// Whether `composed` holds anything.
     composed_set: AtomicBool,
-}
-
-/// A stream's attributes packed in one word: state id (32 bits), mode (2 bits), status (30 bits:
-/// 0 open, 1 finished, 2 + i stopped by stop i).
-#[derive(Clone, Copy)]
-struct Snapshot {
-    sid: u32,
-    mode: u8,
-    status: Status,
-}
-
-impl Snapshot {
-    const MODE_TEXT: u8 = 1;
-    const MODE_BYTES: u8 = 2;
-
-    fn pack(self) -> u64 {
-        let status: u64 = match self.status {
-            Status::Open => 0,
-            Status::Finished => 1,
-            Status::Stopped(i) => 2 + i as u64,
-        };
-        u64::from(self.sid) | u64::from(self.mode) << 32 | status << 34
-    }
-
-    fn unpack(word: u64) -> Snapshot {
-        let status = match word >> 34 {
-            0 => Status::Open,
-            1 => Status::Finished,
-            i => Status::Stopped((i - 2) as usize),
-        };
-        Snapshot { sid: word as u32, mode: (word >> 32) as u8 & 3, status }
-    }
 }
 
 impl SyncDriver {
@@ -254,35 +222,24 @@ impl SyncDriver {
         self.composed_set.store(!empty, Ordering::Relaxed);
     }
 
-    /// Publishes the attributes after a change of state: a literal list's in the word alone
-    /// (every chunk of `wrap` over `str`), a composed list's held and matched text beside it.
+    /// Publishes the attributes after a change of state: a literal list's in the words alone
+    /// (every chunk of `wrap` over `str`), a composed list's held and matched text beside them.
     #[inline]
     fn publish(&self, st: &StreamState) {
         let Mode::Filter(f) = &st.mode else {
-            let snap = Snapshot { sid: 0, mode: 0, status: Status::Open };
-            self.snapshot.store(snap.pack(), Ordering::Release);
+            self.snapshot.store(Report::UNSTARTED.pack(), Ordering::Release);
             return;
         };
-        let mode = if f.is_bytes() { Snapshot::MODE_BYTES } else { Snapshot::MODE_TEXT };
-        let sid = if let Some(sid) = f.state_id() {
-            if f.is_bytes() {
-                let mut tail = f.tail().len() as u32;
-                for (i, &byte) in f.tail().iter().enumerate() {
-                    tail |= u32::from(byte) << (8 * (i + 1));
-                }
-                self.tail.store(tail, Ordering::Relaxed);
-            }
-            sid
-        } else {
+        if f.state_id().is_none() {
             self.publish_composed(f.held(), f.tail(), f.matched().unwrap_or_default());
-            0
-        };
-        let snap = Snapshot { sid, mode, status: f.status() };
-        self.snapshot.store(snap.pack(), Ordering::Release);
+        } else if f.is_bytes() {
+            self.tail.store(pack_tail(f.tail()), Ordering::Relaxed);
+        }
+        self.snapshot.store(f.report().pack(), Ordering::Release);
     }
 
-    fn snapshot(&self) -> Snapshot {
-        Snapshot::unpack(self.snapshot.load(Ordering::Acquire))
+    fn snapshot(&self) -> Report {
+        Report::unpack(self.snapshot.load(Ordering::Acquire))
     }
 
     /// Feeds one upstream item; `Ok(None)` when it produced no output.
@@ -683,33 +640,24 @@ impl StopStream {
     #[getter]
     fn pending<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         let (this, py) = (base(slf), slf.py());
-        let snap = this.snapshot();
-        if this.stops.core.is_composed() {
-            let held = if snap.status == Status::Open {
-                this.composed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).0.clone()
-            } else {
-                Vec::new()
-            };
-            if snap.mode == Snapshot::MODE_BYTES {
-                return Ok(PyBytes::new(py, &held).into_any());
+        let report = this.snapshot();
+        let mut held = Vec::new();
+        if report.status == Status::Open && this.stops.core.is_composed() {
+            let composed = this.composed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            held.extend_from_slice(&composed.0);
+        } else if report.status == Status::Open {
+            if !this.include_stop {
+                held.extend_from_slice(this.stops.set().held(report.state_id));
             }
-            return Ok(make_str(py, &held)?.into_any());
-        }
-        let set = this.stops.set();
-        let held = if this.include_stop || snap.status != Status::Open {
-            &[][..]
-        } else {
-            set.held(snap.sid)
-        };
-        if snap.mode == Snapshot::MODE_BYTES {
-            let mut out = held.to_vec();
-            if snap.status == Status::Open {
-                let tail = this.tail.load(Ordering::Relaxed).to_le_bytes();
-                out.extend_from_slice(&tail[1..=(tail[0] as usize).min(3)]);
+            if report.bytes {
+                let (tail, len) = unpack_tail(this.tail.load(Ordering::Relaxed));
+                held.extend_from_slice(&tail[..len]);
             }
-            return Ok(PyBytes::new(py, &out).into_any());
         }
-        Ok(make_str(py, held)?.into_any())
+        if report.bytes {
+            return Ok(PyBytes::new(py, &held).into_any());
+        }
+        Ok(make_str(py, &held)?.into_any())
     }
 }
 
