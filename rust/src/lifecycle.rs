@@ -108,6 +108,7 @@ impl<T, E> Lifecycle<T, E> {
     }
 
     /// The consumer wants the next item.
+    #[inline]
     pub fn next_action(&mut self) -> Action<T, E> {
         if let Some(out) = self.queue.pop_front() {
             return Action::Deliver(out);
@@ -129,6 +130,11 @@ impl<T, E> Lifecycle<T, E> {
 
     /// The stage took an item: its output (if any), and whether the stage is now closing (a
     /// stop fired).
+    #[allow(
+        clippy::inline_always,
+        reason = "the per-item step of `awrap`: a call per item otherwise (callgrind)"
+    )]
+    #[inline(always)]
     pub fn fed(&mut self, out: Option<T>, closing: bool) -> Action<T, E> {
         if closing {
             self.done = true;
@@ -219,6 +225,7 @@ impl<T, E> Lifecycle<T, E> {
 
     /// Queues output owed: what a stage gave as several items, or still owes once the upstream
     /// is done.
+    #[inline]
     pub fn owed(&mut self, items: impl IntoIterator<Item = T>) {
         self.queue.extend(items);
     }

@@ -14,13 +14,13 @@ use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::PyTraverseError;
 
-use super::astream::{advance, close_failed, report, AsyncDriver, Outcome};
+use super::astream::{advance, close_failed, report, AsyncDriver, Outcome, Todo};
 use super::awaits::{
     await_iter, is_awaitable, made, send, throw_into, thrown, yielded, Input, Sent,
 };
 use super::try_lock;
 use crate::lock::TryLock;
-use crate::{Action, Close};
+use crate::Close;
 
 /// What a closing awaitable does with a failure once every object is closed.
 pub(super) enum CloseMode {
@@ -124,8 +124,8 @@ fn start_one<'py>(object: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAn
 
 /// What a step awaiting the upstream or a close did.
 enum Resumed<'py> {
-    /// It ended: the driver goes on with the lifecycle's next action.
-    Next(Bound<'py, AsyncDriver>, Action<Py<PyAny>, PyErr>),
+    /// It ended: the driver goes on with what the lifecycle does next.
+    Next(Bound<'py, AsyncDriver>, Todo<'py>),
     /// Suspended again, with what it yields.
     Yield(Step, Bound<'py, PyAny>),
     /// With an error for the awaiter.
@@ -188,6 +188,7 @@ impl AsyncPullStep {
         it: Bound<'py, PyAny>,
         position: usize,
         input: Input<'py>,
+        slf: &Bound<'py, Self>,
     ) -> Resumed<'py> {
         let sent = match input {
             Input::Send(value) => send(&it, &value),
@@ -198,10 +199,10 @@ impl AsyncPullStep {
             Ok(Sent::Yield(value)) => {
                 return Resumed::Yield(Step::Pulling(driver, it.unbind(), position), value);
             }
-            Ok(Sent::Return(item)) => this.item(py, &item, position),
-            Err(err) => this.upstream_raised(py, err),
+            Ok(Sent::Return(item)) => this.item(py, &item, position, slf),
+            Err(err) => this.upstream_raised(py, err, slf),
         };
-        Resumed::Next(driver.into_bound(py), action)
+        Resumed::Next(driver.into_bound(py), Todo::Do(action))
     }
 
     /// A step of a pull awaiting a close the lifecycle asked for, as [`AsyncPullStep::pulling`].
@@ -229,7 +230,7 @@ impl AsyncPullStep {
                 }
             },
         };
-        Resumed::Next(driver, action)
+        Resumed::Next(driver, Todo::Do(action))
     }
 
     /// One step of the awaitable: what it yields to the event loop, or what it returns.
@@ -269,19 +270,19 @@ impl AsyncPullStep {
                              re-entrant call)",
                         ));
                     }
-                    let action = driver.get().next_action(py);
-                    Resumed::Next(driver.into_bound(py), action)
+                    let todo = driver.get().begin(py, slf);
+                    Resumed::Next(driver.into_bound(py), todo)
                 }
             },
             Step::Pulling(driver, it, position) => {
-                Self::pulling(py, driver, it.into_bound(py), position, input)
+                Self::pulling(py, driver, it.into_bound(py), position, input, slf)
             }
             Step::Closing(driver, it, why) => {
                 Self::closing_step(py, driver.into_bound(py), it.into_bound(py), why, input)
             }
         };
-        let (driver, action) = match resumed {
-            Resumed::Next(driver, action) => (driver, action),
+        let (driver, todo) = match resumed {
+            Resumed::Next(driver, todo) => (driver, todo),
             Resumed::Yield(suspended, value) => {
                 *step = suspended;
                 return Ok(Sent::Yield(value));
@@ -289,19 +290,15 @@ impl AsyncPullStep {
             Resumed::Raise(err) => return Err(err),
         };
         let this = driver.get();
-        match advance(&driver, action) {
+        match advance(&driver, todo, slf) {
             Outcome::Yield(next, value) => {
                 *step = next;
                 Ok(Sent::Yield(value))
             }
             Outcome::Deliver(out) => {
+                // The driver keeps this awaitable as its spare already (`keep_spare`).
                 drop(step);
                 this.running.store(false, Ordering::Release);
-                if let Ok(mut st) = this.st(py) {
-                    if st.spare.is_none() {
-                        st.spare = Some(slf.clone().unbind());
-                    }
-                }
                 Ok(Sent::Return(out))
             }
             Outcome::Raise(err) => {

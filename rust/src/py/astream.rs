@@ -58,6 +58,25 @@ pub(super) struct DriverState {
 }
 
 impl DriverState {
+    /// The iterator to pull from next, and the position of the item it gives.
+    #[inline]
+    fn pull_target(&mut self, py: Python<'_>) -> Option<(Py<PyAny>, usize)> {
+        let iterator = self.iterator.as_ref()?.clone_ref(py);
+        let position = self.position;
+        self.position += 1;
+        Some((iterator, position))
+    }
+
+    /// Keeps `step` to serve the next `__anext__` when `action` delivers (see
+    /// `AsyncPullStep`): in the same critical section as the decision, so a pull takes the
+    /// lock once per item it delivers.
+    #[inline]
+    fn keep_spare(&mut self, action: &Action<Py<PyAny>, PyErr>, step: &Bound<'_, AsyncPullStep>) {
+        if matches!(action, Action::Deliver(_)) && self.spare.is_none() {
+            self.spare = Some(step.clone().unbind());
+        }
+    }
+
     /// What is left of the upstream to close (each object once), which the stream lets go of.
     fn take_upstream(&mut self) -> VecDeque<Py<PyAny>> {
         let iterator = self.iterator.take();
@@ -104,11 +123,35 @@ impl AsyncDriver {
     }
 
     /// The lifecycle's next action, under the lock.
-    pub(super) fn next_action(&self, py: Python<'_>) -> Action<Py<PyAny>, PyErr> {
-        match self.st(py) {
-            Ok(mut st) => st.life.next_action(),
-            Err(err) => Action::Raise(err),
+    pub(super) fn next_action(
+        &self,
+        py: Python<'_>,
+        step: &Bound<'_, AsyncPullStep>,
+    ) -> Action<Py<PyAny>, PyErr> {
+        self.with_life(py, step, Life::next_action)
+    }
+
+    /// The start of a pull: the lifecycle's first action, or (`Pull`) the iterator to pull
+    /// from, decided under one lock.
+    #[inline]
+    pub(super) fn begin<'py>(
+        &self,
+        py: Python<'py>,
+        step: &Bound<'py, AsyncPullStep>,
+    ) -> Todo<'py> {
+        let mut st = match self.st(py) {
+            Ok(st) => st,
+            Err(err) => return Todo::Do(Action::Raise(err)),
+        };
+        let action = st.life.next_action();
+        if matches!(action, Action::Pull) {
+            if let Some((iterator, position)) = st.pull_target(py) {
+                return Todo::Pull(iterator.into_bound(py), position);
+            }
+            return Todo::Do(Action::End);
         }
+        st.keep_spare(&action, step);
+        Todo::Do(action)
     }
 
     /// Keeps an error to raise after the last output.
@@ -119,33 +162,55 @@ impl AsyncDriver {
     }
 
     /// Feeds one pulled item (the `position`-th) to the stage: what the lifecycle does next.
+    #[allow(
+        clippy::inline_always,
+        reason = "the per-item step of `awrap`: a call per item otherwise (callgrind)"
+    )]
+    #[inline(always)]
     pub(super) fn item(
         &self,
         py: Python<'_>,
         item: &Bound<'_, PyAny>,
         position: usize,
+        step: &Bound<'_, AsyncPullStep>,
     ) -> Action<Py<PyAny>, PyErr> {
         if self.close_requested.load(Ordering::Acquire) {
-            return self.with_life(py, Life::closed_during_pull);
+            return self.with_life(py, step, Life::closed_during_pull);
         }
         match self.push(py, item, position) {
-            Ok((out, closing)) => self.with_life(py, |life| life.fed(out, closing)),
-            Err(err) => self.with_life(py, |life| life.refused(err)),
+            Ok((out, closing)) => self.with_life(py, step, |life| life.fed(out, closing)),
+            Err(err) => self.with_life(py, step, |life| life.refused(err)),
         }
     }
 
+    /// `f` of the lifecycle, under the lock (`step` kept as the spare when it delivers).
+    #[allow(
+        clippy::inline_always,
+        reason = "the per-item step of `awrap`: a call per item otherwise (callgrind)"
+    )]
+    #[inline(always)]
     fn with_life(
         &self,
         py: Python<'_>,
+        step: &Bound<'_, AsyncPullStep>,
         f: impl FnOnce(&mut Life) -> Action<Py<PyAny>, PyErr>,
     ) -> Action<Py<PyAny>, PyErr> {
         match self.st(py) {
-            Ok(mut st) => f(&mut st.life),
+            Ok(mut st) => {
+                let action = f(&mut st.life);
+                st.keep_spare(&action, step);
+                action
+            }
             Err(err) => Action::Raise(err),
         }
     }
 
     /// The stage's output for one item, and whether it is closing.
+    #[allow(
+        clippy::inline_always,
+        reason = "the per-item step of `awrap`: a call per item otherwise (callgrind)"
+    )]
+    #[inline(always)]
     fn push(
         &self,
         py: Python<'_>,
@@ -172,11 +237,16 @@ impl AsyncDriver {
     }
 
     /// The upstream's `__anext__` or its awaitable raised `err`.
-    pub(super) fn upstream_raised(&self, py: Python<'_>, err: PyErr) -> Action<Py<PyAny>, PyErr> {
+    pub(super) fn upstream_raised(
+        &self,
+        py: Python<'_>,
+        err: PyErr,
+        step: &Bound<'_, AsyncPullStep>,
+    ) -> Action<Py<PyAny>, PyErr> {
         let err = made(py, err);
         let close_requested = self.close_requested.load(Ordering::Acquire);
         if !err.is_instance_of::<PyStopAsyncIteration>(py) {
-            return self.with_life(py, |life| life.raised(err, close_requested));
+            return self.with_life(py, step, |life| life.raised(err, close_requested));
         }
         let (action, released) = match self.st(py) {
             Ok(mut st) => {
@@ -242,33 +312,26 @@ pub(super) enum Outcome<'py> {
     Raise(PyErr),
 }
 
-/// Carries out the lifecycle's actions from `action` until the pull suspends, delivers or
-/// raises.
+/// What a pull does next: a lifecycle action, or a pull from this iterator for the item at
+/// this position.
+pub(super) enum Todo<'py> {
+    Do(Action<Py<PyAny>, PyErr>),
+    Pull(Bound<'py, PyAny>, usize),
+}
+
+/// Carries out the lifecycle's actions from `todo` until the pull (the awaitable `step`)
+/// suspends, delivers or raises.
 pub(super) fn advance<'py>(
     driver: &Bound<'py, AsyncDriver>,
-    mut action: Action<Py<PyAny>, PyErr>,
+    mut todo: Todo<'py>,
+    step: &Bound<'py, AsyncPullStep>,
 ) -> Outcome<'py> {
     let py = driver.py();
     let this = driver.get();
     let none = py.None().into_bound(py);
     loop {
-        action = match action {
-            Action::Deliver(out) => return Outcome::Deliver(out.into_bound(py)),
-            Action::Raise(err) => return Outcome::Raise(err),
-            Action::End => return Outcome::Raise(PyStopAsyncIteration::new_err(())),
-            Action::Pull => {
-                let (iterator, position) = {
-                    let mut st = match this.st(py) {
-                        Ok(st) => st,
-                        Err(err) => return Outcome::Raise(err),
-                    };
-                    let Some(iterator) = st.iterator.as_ref().map(|i| i.clone_ref(py)) else {
-                        return Outcome::Raise(PyStopAsyncIteration::new_err(()));
-                    };
-                    let position = st.position;
-                    st.position += 1;
-                    (iterator.into_bound(py), position)
-                };
+        let action = match todo {
+            Todo::Pull(iterator, position) => {
                 let pulled = anext(&iterator)
                     .and_then(await_iter)
                     .and_then(|it| Ok((send(&it, &none)?, it)));
@@ -277,8 +340,24 @@ pub(super) fn advance<'py>(
                         let step = Step::Pulling(driver.clone().unbind(), it.unbind(), position);
                         return Outcome::Yield(step, value);
                     }
-                    Ok((Sent::Return(item), _)) => this.item(py, &item, position),
-                    Err(err) => this.upstream_raised(py, err),
+                    Ok((Sent::Return(item), _)) => this.item(py, &item, position, step),
+                    Err(err) => this.upstream_raised(py, err, step),
+                }
+            }
+            Todo::Do(action) => action,
+        };
+        todo = match action {
+            Action::Deliver(out) => return Outcome::Deliver(out.into_bound(py)),
+            Action::Raise(err) => return Outcome::Raise(err),
+            Action::End => return Outcome::Raise(PyStopAsyncIteration::new_err(())),
+            Action::Pull => {
+                let target = match this.st(py) {
+                    Ok(mut st) => st.pull_target(py),
+                    Err(err) => return Outcome::Raise(err),
+                };
+                match target {
+                    Some((iterator, position)) => Todo::Pull(iterator.into_bound(py), position),
+                    None => return Outcome::Raise(PyStopAsyncIteration::new_err(())),
                 }
             }
             Action::Close(why) => match start_close(driver, &why) {
@@ -287,16 +366,16 @@ pub(super) fn advance<'py>(
                         let step = Step::Closing(driver.clone().unbind(), it.unbind(), why);
                         return Outcome::Yield(step, value);
                     }
-                    Ok(Sent::Return(_)) => this.closed(py, why, None),
+                    Ok(Sent::Return(_)) => Todo::Do(this.closed(py, why, None)),
                     Err(err) => match close_failed(driver, why, err) {
-                        Ok(action) => action,
+                        Ok(action) => Todo::Do(action),
                         Err(err) => return Outcome::Raise(err),
                     },
                 },
                 Err(err) => return Outcome::Raise(err),
             },
             Action::EndStage => match this.end_stage(py) {
-                Ok(()) => this.next_action(py),
+                Ok(()) => Todo::Do(this.next_action(py, step)),
                 Err(err) => return Outcome::Raise(err),
             },
         };

@@ -28,6 +28,7 @@ pub(super) enum Sent<'py> {
 /// One `send` into an awaitable's iterator: `PyIter_Send`, which runs a coroutine through its
 /// `am_send` slot (no `StopIteration` is created for its return value) and anything else
 /// through `__next__` or `send`.
+#[inline]
 pub(super) fn send<'py>(it: &Bound<'py, PyAny>, value: &Bound<'py, PyAny>) -> PyResult<Sent<'py>> {
     let py = it.py();
     let mut result = std::ptr::null_mut();
@@ -78,6 +79,7 @@ pub(super) fn throw_into<'py>(it: &Bound<'py, PyAny>, err: PyErr) -> PyResult<Se
 
 /// `iterator.__anext__()` as `async for` calls it: through the type's slot (an async
 /// generator's is native, so no method lookup), else the attribute.
+#[inline]
 pub(super) fn anext<'py>(iterator: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     let py = iterator.py();
     // SAFETY: reads the slot table of the type of a live object (not the limited API); the
@@ -108,6 +110,7 @@ unsafe fn is_coroutine(object: *mut ffi::PyObject) -> bool {
 /// its `__await__()` returns (through the type's slot: an async generator's `asend` object
 /// returns itself, with no bound method made per item), else a generator made a coroutine by
 /// `types.coroutine`.
+#[inline]
 pub(super) fn await_iter(awaitable: Bound<'_, PyAny>) -> PyResult<Bound<'_, PyAny>> {
     let py = awaitable.py();
     // SAFETY: type checks and a slot read of a live object (not the limited API); the slot,

@@ -60,6 +60,11 @@ impl Stage {
     }
 
     /// Feeds the `position`-th item.
+    #[allow(
+        clippy::inline_always,
+        reason = "the per-item step of `awrap`: a call per item otherwise (callgrind)"
+    )]
+    #[inline(always)]
     pub(super) fn push<'py>(
         &self,
         py: Python<'py>,

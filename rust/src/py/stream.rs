@@ -230,12 +230,13 @@ impl SyncDriver {
             self.snapshot.store(Report::UNSTARTED.pack(), Ordering::Release);
             return;
         };
-        if f.state_id().is_none() {
+        let report = f.report();
+        if report.composed {
             self.publish_composed(f.held(), f.tail(), f.matched().unwrap_or_default());
-        } else if f.is_bytes() {
+        } else if report.bytes {
             self.tail.store(pack_tail(f.tail()), Ordering::Relaxed);
         }
-        self.snapshot.store(f.report().pack(), Ordering::Release);
+        self.snapshot.store(report.pack(), Ordering::Release);
     }
 
     fn snapshot(&self) -> Report {
