@@ -254,11 +254,7 @@ impl Filter {
     /// On error nothing is consumed. Under strict decoding, an invalid sequence that ends the
     /// text where a stop fires succeeds with that stop's output and leaves the decoding error
     /// owed ([`Filter::take_owed`], contract §9.9).
-    #[allow(
-        clippy::inline_always,
-        reason = "the step of every bound stream: out of line, it cost `awrap` a call per item (callgrind)"
-    )]
-    #[inline(always)]
+    #[inline]
     pub fn feed<'a>(&'a mut self, input: &'a [u8]) -> Result<Output<'a>, Error> {
         self.buf.clear();
         let fed = match &mut self.kind {

@@ -130,11 +130,7 @@ impl<T, E> Lifecycle<T, E> {
 
     /// The stage took an item: its output (if any), and whether the stage is now closing (a
     /// stop fired).
-    #[allow(
-        clippy::inline_always,
-        reason = "the per-item step of `awrap`: a call per item otherwise (callgrind)"
-    )]
-    #[inline(always)]
+    #[inline]
     pub fn fed(&mut self, out: Option<T>, closing: bool) -> Action<T, E> {
         if closing {
             self.done = true;

@@ -162,11 +162,7 @@ impl AsyncDriver {
     }
 
     /// Feeds one pulled item (the `position`-th) to the stage: what the lifecycle does next.
-    #[allow(
-        clippy::inline_always,
-        reason = "the per-item step of `awrap`: a call per item otherwise (callgrind)"
-    )]
-    #[inline(always)]
+    #[inline]
     pub(super) fn item(
         &self,
         py: Python<'_>,
@@ -184,11 +180,7 @@ impl AsyncDriver {
     }
 
     /// `f` of the lifecycle, under the lock (`step` kept as the spare when it delivers).
-    #[allow(
-        clippy::inline_always,
-        reason = "the per-item step of `awrap`: a call per item otherwise (callgrind)"
-    )]
-    #[inline(always)]
+    #[inline]
     fn with_life(
         &self,
         py: Python<'_>,
@@ -206,11 +198,7 @@ impl AsyncDriver {
     }
 
     /// The stage's output for one item, and whether it is closing.
-    #[allow(
-        clippy::inline_always,
-        reason = "the per-item step of `awrap`: a call per item otherwise (callgrind)"
-    )]
-    #[inline(always)]
+    #[inline]
     fn push(
         &self,
         py: Python<'_>,

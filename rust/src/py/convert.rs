@@ -157,11 +157,7 @@ pub(super) fn chunk_bytes<'a>(data: &'a Bound<'_, PyAny>) -> PyResult<Option<Cow
 /// it holds lone surrogates: then `Err` carries a copy, to be made once the lock is released
 /// (CPython's codec runs for them, and may run the collector, whose finalizers may use the
 /// filter). A valid string is made without running any Python code.
-#[allow(
-    clippy::inline_always,
-    reason = "the per-item step of `awrap`: a call per item otherwise (callgrind)"
-)]
-#[inline(always)]
+#[inline]
 pub(super) fn str_out<'py>(
     py: Python<'py>,
     text: &Bound<'py, PyString>,

@@ -60,11 +60,7 @@ impl Stage {
     }
 
     /// Feeds the `position`-th item.
-    #[allow(
-        clippy::inline_always,
-        reason = "the per-item step of `awrap`: a call per item otherwise (callgrind)"
-    )]
-    #[inline(always)]
+    #[inline]
     pub(super) fn push<'py>(
         &self,
         py: Python<'py>,
