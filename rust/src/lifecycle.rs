@@ -107,14 +107,21 @@ impl<T, E> Lifecycle<T, E> {
         self.deferred.as_ref()
     }
 
+    /// Whether the next action is [`Action::Pull`]: nothing owed, and the stream may pull.
+    /// The drivers' common step asks this before anything else.
+    #[inline]
+    pub fn wants_pull(&self) -> bool {
+        self.queue.is_empty() && self.deferred.is_none() && !self.done
+    }
+
     /// The consumer wants the next item.
     #[inline]
     pub fn next_action(&mut self) -> Action<T, E> {
         if let Some(out) = self.queue.pop_front() {
             return Action::Deliver(out);
         }
-        if let Some(err) = self.deferred.take() {
-            return Action::Raise(err);
+        if self.deferred.is_some() {
+            return self.deferred.take().map_or(Action::End, Action::Raise);
         }
         if self.done {
             return Action::End;

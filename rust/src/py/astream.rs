@@ -143,13 +143,13 @@ impl AsyncDriver {
             Ok(st) => st,
             Err(err) => return Todo::Do(Action::Raise(err)),
         };
-        let action = st.life.next_action();
-        if matches!(action, Action::Pull) {
+        if st.life.wants_pull() {
             if let Some((iterator, position)) = st.pull_target(py) {
                 return Todo::Pull(iterator.into_bound(py), position);
             }
             return Todo::Do(Action::End);
         }
+        let action = st.life.next_action();
         st.keep_spare(&action, step);
         Todo::Do(action)
     }
@@ -209,8 +209,10 @@ impl AsyncDriver {
             return Err(PyRuntimeError::new_err("stream was not started"));
         };
         let pushed = stage.push(py, item, position)?;
-        if let Some(err) = pushed.owed {
-            self.defer(py, err)?;
+        if pushed.closing {
+            if let Some(err) = stage.owed(py)? {
+                self.defer(py, err)?;
+            }
         }
         let out = match pushed.out {
             Out::None => None,

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyIterator, PyString};
 
-use super::convert::{chunk_utf8, make_str, CHUNK_STACK};
+use super::convert::{bytes_out, chunk_utf8, joined_str, CHUNK_STACK};
 use super::errors::map_error;
 use super::stream::{Mode, StreamState, SyncDriver};
 use crate::{Action, Status};
@@ -26,8 +26,8 @@ impl SyncDriver {
         py: Python<'py>,
         st: &mut StreamState,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let action = st.life.next_action();
-        if !matches!(action, Action::Pull) {
+        if !st.life.wants_pull() {
+            let action = st.life.next_action();
             return self.run(py, st, action);
         }
         let action = match self.fast(py, st) {
@@ -65,14 +65,14 @@ impl SyncDriver {
             }
             // An error changes nothing: the general path feeds the chunk again and raises.
             let Ok(fed) = f.feed(&bytes) else { return Fast::Pulled(Pulled(Some(Ok(item)))) };
-            let out = if fed.bytes.is_empty() {
+            let out = if fed.is_empty() {
                 Ok(None)
             } else if fed.whole {
                 Ok(Some(item))
             } else if bytes_stream {
-                Ok(Some(PyBytes::new(py, fed.bytes).into_any()))
+                Ok(Some(bytes_out(py, &item, fed).into_any()))
             } else {
-                make_str(py, fed.bytes).map(|s| Some(s.into_any()))
+                joined_str(py, fed.head, fed.bytes).map(|s| Some(s.into_any()))
             };
             if let Some(e) = f.take_owed() {
                 st.life.defer(map_error(py, &e), |e, c| e.set_context(py, Some(c)));

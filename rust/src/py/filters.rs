@@ -107,13 +107,20 @@ impl StopFilter {
         })?;
         let mut stack = [0u8; CHUNK_STACK];
         let bytes = chunk_utf8(text, &mut stack)?;
-        let out = match lock(py, &self.state)?.feed(&bytes) {
-            Ok(out) => Ok(str_out(py, text, out)),
-            Err(e) => Err(e),
-        };
-        match out.map_err(|e| map_error(py, &e))? {
+        let mut st = lock(py, &self.state)?;
+        let out = match st.feed(&bytes) {
             Ok(out) => out,
-            Err(surrogates) => make_str(py, &surrogates),
+            Err(e) => {
+                drop(st);
+                return Err(map_error(py, &e));
+            }
+        };
+        match str_out(py, text, out) {
+            Ok(made) => made,
+            Err(surrogates) => {
+                drop(st);
+                make_str(py, &surrogates)
+            }
         }
     }
 

@@ -32,10 +32,9 @@ pub(super) enum Out<'py> {
 /// One item fed to a stage.
 pub(super) struct Pushed<'py> {
     pub(super) out: Out<'py>,
-    /// The stage wants no more input (a stop fired): the upstream is closed now.
+    /// The stage wants no more input (a stop fired): the upstream is closed now. Then the
+    /// stage may owe an error to raise after the last output ([`Stage::owed`]).
     pub(super) closing: bool,
-    /// An error to raise after the last output (the decoding error of contract §9.9).
-    pub(super) owed: Option<PyErr>,
 }
 
 impl Stage {
@@ -71,15 +70,14 @@ impl Stage {
             Stage::Filter(filter) => {
                 let filter = filter.bind(py).as_super().get();
                 let (out, closing) = filter.stage_push(py, item, position)?;
-                let owed = if closing { filter.stage_owed(py)? } else { None };
-                Ok(Pushed { out: out.map_or(Out::None, Out::One), closing, owed })
+                Ok(Pushed { out: out.map_or(Out::None, Out::One), closing })
             }
             Stage::Sse(sse) => {
                 let sse = sse.get();
                 let out = sse.parse(py, item)?;
                 let out =
                     if out.as_bytes().is_empty() { Out::None } else { Out::One(out.into_any()) };
-                Ok(Pushed { out, closing: sse.is_closing(), owed: None })
+                Ok(Pushed { out, closing: sse.is_closing() })
             }
             Stage::Python(stage) => {
                 let stage = stage.bind(py);
@@ -96,8 +94,17 @@ impl Stage {
                     }
                 };
                 let closing = stage.getattr(pyo3::intern!(py, "closing"))?.is_truthy()?;
-                Ok(Pushed { out, closing, owed: None })
+                Ok(Pushed { out, closing })
             }
+        }
+    }
+
+    /// The error a closing stage owes, to raise after the last output (the built-in filter's
+    /// decoding error of contract §9.9), taken.
+    pub(super) fn owed(&self, py: Python<'_>) -> PyResult<Option<PyErr>> {
+        match self {
+            Stage::Filter(filter) => filter.bind(py).as_super().get().stage_owed(py),
+            Stage::Sse(_) | Stage::Python(_) => Ok(None),
         }
     }
 

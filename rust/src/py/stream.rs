@@ -290,7 +290,7 @@ impl SyncDriver {
             };
             let out = f
                 .feed(&bytes)
-                .map(|out| (!out.bytes.is_empty()).then(|| bytes_out(py, item, out).into_any()));
+                .map(|out| (!out.is_empty()).then(|| bytes_out(py, item, out).into_any()));
             out.map_err(|e| map_error(py, &e))?
         } else {
             let Ok(text) = item.cast::<PyString>() else {
@@ -301,15 +301,21 @@ impl SyncDriver {
             };
             let mut stack = [0u8; CHUNK_STACK];
             let bytes = chunk_utf8(text, &mut stack)?;
-            // The stream's lock is held across the whole pull: nothing waits on it but a
-            // re-entrant call, which raises.
-            let out = f.feed(&bytes).map(|out| {
-                (!out.bytes.is_empty()).then(|| match str_out(py, text, out) {
+            let out = match f.feed(&bytes) {
+                Ok(out) => out,
+                Err(e) => return Err(map_error(py, &e)),
+            };
+            if out.is_empty() {
+                None
+            } else {
+                // The stream's lock is held across the whole pull: nothing waits on it but a
+                // re-entrant call, which raises.
+                let made = match str_out(py, text, out) {
                     Ok(made) => made,
                     Err(surrogates) => make_str(py, &surrogates),
-                })
-            });
-            out.map_err(|e| map_error(py, &e))?.transpose()?.map(Bound::into_any)
+                };
+                Some(made?.into_any())
+            }
         };
         if let Some(e) = f.take_owed() {
             st.life.defer(map_error(py, &e), |e, c| e.set_context(py, Some(c)));
