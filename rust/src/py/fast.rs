@@ -16,11 +16,10 @@ impl SyncDriver {
     /// The per-chunk path of `wrap` over exact `str` or `bytes` chunks, the one a token stream
     /// takes for nearly every chunk: pull, scan, and hand back the chunk itself (or the released
     /// part). Anything else (a close request, a chunk of another kind or one the filter refuses,
-    /// the upstream's end or error) goes to `next_piece` with what was pulled; a stop goes to
-    /// `after_stop`. Without the general path's bookkeeping, `wrap` over `str` costs 1.6× a bare
-    /// generator per chunk (44 ns on the token corpus; the general path 68 ns, 2.4×), over
-    /// `bytes` 2.1× (3.0×), and a literal list with a skip region 53 ns (76 ns), 1.3× the plain
-    /// literal list.
+    /// the upstream's end or error) goes to `pull_step` with what was pulled; a stop or a bad
+    /// chunk goes to the lifecycle. Without the general path's bookkeeping, `wrap` over `str`
+    /// costs 2.0–2.2× a bare generator per chunk with 4 stops (31 ns on the token corpus,
+    /// `benches/compare.py`).
     pub(super) fn next_fast<'py>(
         &self,
         py: Python<'py>,
@@ -88,7 +87,7 @@ impl SyncDriver {
         }
     }
 
-    /// The next item for a fast path; `Err` carries what goes to `next_piece` instead: the
+    /// The next item for the fast path; `Err` carries what goes to `pull_step` instead: the
     /// upstream's end or error, or an item that arrived with a close request.
     #[inline]
     fn fast_pull<'py>(

@@ -127,6 +127,30 @@ unsafe extern "C" fn dealloc<T: Finalize>(slf: *mut ffi::PyObject) {
     }
 }
 
+/// Sets `T`'s finalizer and the dealloc that runs it, once its type is checked to be the heap
+/// type with a dealloc that PyO3 makes.
+fn install_finalizer<T: Finalize>(py: Python<'_>) -> PyResult<()> {
+    let raw = py.get_type::<T>().as_type_ptr();
+    // SAFETY: reads of the flags and slots of a live type object.
+    #[allow(unsafe_code)]
+    let heap =
+        unsafe { (*raw).tp_flags & ffi::Py_TPFLAGS_HEAPTYPE != 0 && (*raw).tp_dealloc.is_some() };
+    if !heap {
+        return Err(PyImportError::new_err(format!(
+            "stopstream._core: {} is not the heap type with a dealloc that this build expects \
+             (checked with PyO3 0.30.1 on CPython 3.10 to 3.13)",
+            T::TYPE_NAME
+        )));
+    }
+    // SAFETY: `raw` is the heap type just checked, made by PyO3 for the class.
+    #[allow(unsafe_code)]
+    unsafe {
+        set_finalizer::<T>(raw);
+        ffi::PyType_Modified(raw);
+    }
+    Ok(())
+}
+
 /// Sets `T`'s finalizer and the dealloc that runs it, on `raw`, its type object.
 ///
 /// # Safety
@@ -243,31 +267,7 @@ pub(super) fn install(py: Python<'_>) -> PyResult<()> {
     }
     // The sync driver and `StopStream`, before any subclass of them is made (which inherits
     // the finalizer).
-    for (ty, name) in
-        [(py.get_type::<SyncDriver>(), "SyncDriver"), (py.get_type::<StopStream>(), "StopStream")]
-    {
-        let raw = ty.as_type_ptr();
-        // SAFETY: reads of the flags and slots of a live type object.
-        #[allow(unsafe_code)]
-        let heap = unsafe {
-            (*raw).tp_flags & ffi::Py_TPFLAGS_HEAPTYPE != 0 && (*raw).tp_dealloc.is_some()
-        };
-        if !heap {
-            return Err(PyImportError::new_err(format!(
-                "stopstream._core: {name} is not the heap type with a dealloc that this build \
-                 expects (checked with PyO3 0.30.1 on CPython 3.10 to 3.13)"
-            )));
-        }
-        // SAFETY: `raw` is the heap type just checked, made by PyO3 for the class.
-        #[allow(unsafe_code)]
-        unsafe {
-            if name == "SyncDriver" {
-                set_finalizer::<SyncDriver>(raw);
-            } else {
-                set_finalizer::<StopStream>(raw);
-            }
-            ffi::PyType_Modified(raw);
-        }
-    }
+    install_finalizer::<SyncDriver>(py)?;
+    install_finalizer::<StopStream>(py)?;
     Ok(())
 }
