@@ -10,6 +10,7 @@ use pyo3::types::{PyBytes, PyIterator, PyString};
 use super::convert::{bytes_out, chunk_utf8, joined_str, CHUNK_STACK};
 use super::errors::map_error;
 use super::stream::{Mode, StreamState, SyncDriver};
+use super::try_lock;
 use crate::{Action, Status};
 
 impl SyncDriver {
@@ -99,6 +100,27 @@ impl SyncDriver {
             Some(Ok(item)) if !self.close_requested.load(Ordering::Acquire) => Ok(item),
             other => Err(Pulled(other)),
         }
+    }
+}
+
+impl SyncDriver {
+    /// `awrap`'s common item, for the async driver's built-in filter (a `StopStream` over no
+    /// upstream): whether `item`, an exact non-empty `str` (or, over bytes, `bytes`) chunk,
+    /// passed through the filter whole ([`crate::Filter::pass_whole`]), to be delivered as is.
+    /// `false` changed nothing, and the item goes to the stage's general step. It leaves the
+    /// report as it was (open, nothing held), so nothing is published: the general step
+    /// through the stage took about 250 more instructions per item (callgrind).
+    #[inline]
+    pub(super) fn stage_pass(&self, py: Python<'_>, item: &Bound<'_, PyAny>) -> bool {
+        let Some(mut st) = try_lock(py, &self.state) else { return false };
+        let Mode::Filter(f) = &mut st.mode else { return false };
+        let mut stack = None;
+        let chunk = if f.is_bytes() {
+            item.cast_exact::<PyBytes>().ok().map(|b| Cow::Borrowed(b.as_bytes()))
+        } else {
+            str_chunk(item, &mut stack)
+        };
+        chunk.is_some_and(|bytes| !bytes.is_empty() && f.pass_whole(&bytes))
     }
 }
 

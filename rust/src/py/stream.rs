@@ -75,7 +75,7 @@ pub(super) struct SyncDriver {
     stops: Stops,
     include_stop: bool,
     replace: bool,
-    state: TryLock<StreamState>,
+    pub(super) state: TryLock<StreamState>,
     /// The object given, when it is not its own iterator (an SDK stream): closed too. Outside
     /// the state lock, so that `close()` reaches it during a pull; taken only for a reference
     /// count, never across a call.
