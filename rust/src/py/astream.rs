@@ -30,6 +30,7 @@ use std::sync::OnceLock;
 use pyo3::exceptions::{PyException, PyRuntimeError, PyStopAsyncIteration};
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple};
 use pyo3::PyTraverseError;
 
@@ -101,12 +102,27 @@ pub(super) struct AsyncDriver {
     close_requested: AtomicBool,
 }
 
+/// `asyncio.<name>`, looked up once per process: a stop's close calls two of them, and an
+/// import per call cost about 3,300 instructions of a response of a few chunks (callgrind).
+fn asyncio<'py>(
+    py: Python<'py>,
+    cell: &'static PyOnceLock<Py<PyAny>>,
+    name: &str,
+) -> PyResult<&'py Bound<'py, PyAny>> {
+    cell.import(py, "asyncio", name)
+}
+
+static GET_RUNNING_LOOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static CANCELLED_ERROR: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static ENSURE_FUTURE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static SHIELD: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
 /// What the event loop's exception handler is told of a close that failed with nobody to
 /// raise it to.
 pub(super) fn report(py: Python<'_>, message: &str, err: PyErr) {
     let told = (|| {
-        let asyncio = py.import("asyncio")?;
-        let Ok(event_loop) = asyncio.call_method0("get_running_loop") else { return Ok(()) };
+        let get_running_loop = asyncio(py, &GET_RUNNING_LOOP, "get_running_loop")?;
+        let Ok(event_loop) = get_running_loop.call0() else { return Ok(()) };
         let context = PyDict::new(py);
         context.set_item("message", message)?;
         context.set_item("exception", err.into_value(py))?;
@@ -295,9 +311,8 @@ impl AsyncDriver {
 }
 
 fn is_cancellation(py: Python<'_>, err: &PyErr) -> bool {
-    py.import("asyncio")
-        .and_then(|m| m.getattr("CancelledError"))
-        .is_ok_and(|t| err.get_type(py).is_subclass(&t).unwrap_or(false))
+    asyncio(py, &CANCELLED_ERROR, "CancelledError")
+        .is_ok_and(|t| err.get_type(py).is_subclass(t).unwrap_or(false))
 }
 
 /// How a step of a pull ended.
@@ -390,9 +405,8 @@ fn start_close<'py>(
         return Ok(AsyncPullStep::closing(py, objects, CloseMode::Raise)?.into_any());
     }
     let closer = AsyncPullStep::closing(py, objects, CloseMode::Defer(driver.clone().unbind()))?;
-    let asyncio = py.import("asyncio")?;
-    let task = asyncio.call_method1("ensure_future", (closer,))?;
-    await_iter(asyncio.call_method1("shield", (task,))?)
+    let task = asyncio(py, &ENSURE_FUTURE, "ensure_future")?.call1((closer,))?;
+    await_iter(asyncio(py, &SHIELD, "shield")?.call1((task,))?)
 }
 
 /// A close the lifecycle asked for raised `err`: a cancellation of the pull while a stop's

@@ -688,6 +688,16 @@ impl SyncDriver {
         Ok((out?, stopped))
     }
 
+    /// Made a stage: its own upstream (the empty one it was built over) is let go of, so that
+    /// dropping it closes nothing (looking up `close` on a tuple iterator raised and caught an
+    /// `AttributeError` per stream: about 8,700 instructions, callgrind).
+    pub(super) fn become_stage(&self, py: Python<'_>) {
+        if let Some(mut st) = try_lock(py, &self.state) {
+            st.upstream = None;
+        }
+        drop(self.take_source());
+    }
+
     /// The upstream is done: what the filter still holds (`None` when nothing).
     pub(super) fn stage_end<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let Some(mut st) = try_lock(py, &self.state) else {
