@@ -6,7 +6,7 @@ wins (the longest among those ending there, then the first listed), output is cu
 stop is held back.
 """
 
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, Generic, Literal, SupportsIndex, TypeAlias, TypeVar, final
 
@@ -677,6 +677,26 @@ def _feed_unless_stop(filter: StopFilter, text: str) -> str | None:
     The provider adapters' fast path for their common chunk (a text delta that fires no stop);
     they hand anything else to their full rules.
     """
+
+@final
+class _ChatSDKStage:
+    """The lifecycle stage of ``stopstream.openai.wrap_chat``: handles the common SDK chunk
+    natively (one open choice whose ``delta.content`` fires no stop: the chunk itself, or the
+    chunk ``replace`` makes with the released text) and hands every other chunk to ``driver``."""
+
+    def __new__(
+        cls, driver: Any, open: dict[int, StopFilter], replace: Callable[[Any, str], Any]
+    ) -> Self:
+        """``driver``: a ``ModelDriver`` (``push``, ``end``, ``closing``); ``open``: the
+        machine's filters of the open choices, by index; ``replace(chunk, content)``: the chunk
+        with its one choice's content replaced."""
+    def push(self, item: Any) -> list[Any]:
+        """Feeds one chunk; returns the chunks to emit."""
+    @property
+    def closing(self) -> bool:
+        """Every choice stopped with ``on_stop="close"``: close the upstream, then ``end``."""
+    def end(self) -> list[Any]:
+        """The upstream is done: the chunks still owed."""
 
 @final
 class _SSEStage:

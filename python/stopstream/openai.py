@@ -60,7 +60,7 @@ from stopstream._adapter import (
     as_json,
     scan,
 )
-from stopstream._core import _feed_unless_stop, truncate
+from stopstream._core import _ChatSDKStage, truncate
 from stopstream._indexed import IndexedMachine, IndexedView, TextStream
 from stopstream._responses import (
     AsyncResponsesStopStream,
@@ -199,51 +199,19 @@ class ChatMachine(IndexedMachine):
         return []
 
 
-class _ChatDriver(ModelDriver):
-    """``ModelDriver`` with a fast path for the common SDK chunk: one choice, open, whose
-    ``delta.content`` fires no stop, no ``finish_reason``, no ``usage``. A few attribute reads
-    and one native call; a changed chunk is the chunk's own ``model_copy`` with only the content
-    replaced (what ``update_model`` makes of it). Anything else goes to the machine."""
+def _chat_stage(machine: ChatMachine) -> _ChatSDKStage:
+    """The stage of a Chat stream: the machine's ``ModelDriver`` behind the native stage, which
+    handles the common SDK chunk itself (one choice, open, whose ``delta.content`` fires no
+    stop, no ``finish_reason``, no ``usage``) and hands every other chunk to the driver."""
+    return _ChatSDKStage(ModelDriver(machine), machine.open_filters, _with_content)
 
-    __slots__ = ("_chat", "_known", "_open")
 
-    def __init__(self, machine: ChatMachine) -> None:
-        super().__init__(machine)
-        self._chat = machine
-        self._open = machine.open_filters
-        self._known: dict[type[Any], bool] = {}
-
-    def push(self, item: Any) -> list[Any]:
-        cls = type(item)
-        plain = self._known.get(cls)
-        if plain is None:
-            plain = self.plain(cls, self._known)
-        if plain and self._chat._phase == "open":
-            try:
-                choices = item.choices
-                f = content = None
-                delta: Any = None
-                if type(choices) is list and len(choices) == 1 and item.usage is None:
-                    choice = choices[0]
-                    if choice.finish_reason is None:
-                        index = choice.index
-                        delta = choice.delta
-                        content = delta.content
-                        if type(index) is int and type(content) is str:
-                            f = self._open.get(index)
-            except AttributeError:
-                f = None
-            if f is not None:
-                out = _feed_unless_stop(f, content)  # type: ignore[arg-type]
-                if out is not None:
-                    self._last = item
-                    self._chat._template = item
-                    if out == content:
-                        return [item]
-                    delta = delta.model_copy(update={"content": out})
-                    choice = choice.model_copy(update={"delta": delta})
-                    return [item.model_copy(update={"choices": [choice]})]
-        return super().push(item)
+def _with_content(chunk: Any, content: str) -> Any:
+    """The SDK chunk of one choice with its ``delta.content`` replaced: the chunk's own
+    ``model_copy``, as ``update_model`` makes it."""
+    choice = chunk.choices[0]
+    delta = choice.delta.model_copy(update={"content": content})
+    return chunk.model_copy(update={"choices": [choice.model_copy(update={"delta": delta})]})
 
 
 if TYPE_CHECKING:
@@ -277,7 +245,7 @@ def wrap_chat(
     the final usage chunk). ``n``: the number of choices requested, if more than one.
     """
     machine = ChatMachine(stops, include_stop, on_stop, n)
-    return ChatStopStream(stream, _ChatDriver(machine), machine.view())
+    return ChatStopStream(stream, _chat_stage(machine), machine.view())
 
 
 def awrap_chat(
@@ -290,7 +258,7 @@ def awrap_chat(
 ) -> AsyncChatStopStream[_T]:
     """Async twin of ``wrap_chat`` (an ``AsyncStream`` from ``AsyncOpenAI``, say)."""
     machine = ChatMachine(stops, include_stop, on_stop, n)
-    return AsyncChatStopStream(stream, _ChatDriver(machine), machine.view())
+    return AsyncChatStopStream(stream, _chat_stage(machine), machine.view())
 
 
 def wrap_responses(

@@ -189,12 +189,6 @@ impl AsyncDriver {
         if self.close_requested.load(Ordering::Acquire) {
             return self.with_life(py, step, Life::closed_during_pull);
         }
-        if let Some(Stage::Filter(filter)) = self.stage.get() {
-            if filter.bind(py).as_super().get().stage_pass(py, item) {
-                let out = item.clone().unbind();
-                return self.with_life(py, step, |life| life.fed(Some(out), false));
-            }
-        }
         match self.push(py, item, position) {
             Ok((out, closing)) => self.with_life(py, step, |life| life.fed(out, closing)),
             Err(err) => self.with_life(py, step, |life| life.refused(err)),

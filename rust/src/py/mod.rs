@@ -3,7 +3,7 @@
 //! One file per concern: `convert` (chunks in and out), `errors` (exception mapping),
 //! `items` (`Stop` and `Regex`), `stopset` (compiled stop lists), `filters` (the push
 //! filters), `truncate` (one shot), `stream` (the pull iterator), `astream` (its async twin),
-//! `sse` (the SSE stage of the provider adapters) and `tokens` (token ids in). This file holds
+//! `sse` (the SSE stage of the provider adapters), `sdk` (the stage of SDK chat chunks) and `tokens` (token ids in). This file holds
 //! the module and the per-object lock helpers.
 //!
 //! Performance choices:
@@ -29,6 +29,7 @@ mod errors;
 mod fast;
 mod filters;
 mod items;
+mod sdk;
 mod slots;
 mod sse;
 mod stage;
@@ -73,8 +74,14 @@ fn lock<'a, T>(py: Python<'_>, m: &'a TryLock<T>) -> PyResult<Guard<'a, T>> {
 }
 
 /// Names of the module that are the package's own machinery, not its API.
-const PRIVATE: [&str; 5] =
-    ["AsyncDriver", "AsyncPullStep", "SyncDriver", "_SSEStage", "_feed_unless_stop"];
+const PRIVATE: [&str; 6] = [
+    "AsyncDriver",
+    "AsyncPullStep",
+    "SyncDriver",
+    "_ChatSDKStage",
+    "_SSEStage",
+    "_feed_unless_stop",
+];
 
 /// The compiled part of `stopstream`.
 #[pymodule]
@@ -90,6 +97,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     slots::install(m.py())?;
     m.add_class::<stopset::Compiled>()?;
     m.add_class::<sse::SSEStage>()?;
+    m.add_class::<sdk::ChatSdkStage>()?;
     m.add_function(wrap_pyfunction!(filters::feed_unless_stop, m)?)?;
     m.add_function(wrap_pyfunction!(truncate::truncate, m)?)?;
     m.add_class::<tokens::Vocab>()?;

@@ -225,7 +225,7 @@ impl SyncDriver {
     /// Publishes the attributes after a change of state: a literal list's in the words alone
     /// (every chunk of `wrap` over `str`), a composed list's held and matched text beside them.
     #[inline]
-    fn publish(&self, st: &StreamState) {
+    pub(super) fn publish(&self, st: &StreamState) {
         let Mode::Filter(f) = &st.mode else {
             self.snapshot.store(Report::UNSTARTED.pack(), Ordering::Release);
             return;
@@ -682,6 +682,9 @@ impl SyncDriver {
         let Some(mut st) = try_lock(py, &self.state) else {
             return Err(PyRuntimeError::new_err("filter called re-entrantly while in use"));
         };
+        if let Some(out) = self.stage_fast(py, &mut st, item) {
+            return Ok((out?, matches!(st.mode.status(), Status::Stopped(_))));
+        }
         let out = self.feed_item(py, &mut st, item, position);
         let stopped = matches!(st.mode.status(), Status::Stopped(_));
         self.publish(&st);
