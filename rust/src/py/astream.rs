@@ -224,6 +224,18 @@ impl AsyncDriver {
         let Some(stage) = self.stage.get() else {
             return Err(PyRuntimeError::new_err("stream was not started"));
         };
+        if let Stage::Filter(filter) = stage {
+            // `awrap`'s per-chunk step: the built-in filter directly (no `Pushed` to build and
+            // take apart: about 50 instructions a chunk, callgrind).
+            let filter = filter.bind(py).as_super().get();
+            let (out, stopped) = filter.stage_push(py, item, position)?;
+            if stopped {
+                if let Some(err) = filter.stage_owed(py)? {
+                    self.defer(py, err)?;
+                }
+            }
+            return Ok((out.map(Bound::unbind), stopped));
+        }
         let pushed = stage.push(py, item, position)?;
         if pushed.closing {
             if let Some(err) = stage.owed(py)? {

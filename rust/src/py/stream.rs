@@ -673,6 +673,7 @@ impl StopStream {
 /// errors and its attributes.
 impl SyncDriver {
     /// Feeds one item: its output (`None` when empty) and whether a stop fired.
+    #[inline]
     pub(super) fn stage_push<'py>(
         &self,
         py: Python<'py>,
@@ -682,8 +683,8 @@ impl SyncDriver {
         let Some(mut st) = try_lock(py, &self.state) else {
             return Err(PyRuntimeError::new_err("filter called re-entrantly while in use"));
         };
-        if let Some(out) = self.stage_fast(py, &mut st, item) {
-            return Ok((out?, matches!(st.mode.status(), Status::Stopped(_))));
+        if let Some(fed) = self.stage_fast(py, &mut st, item) {
+            return fed;
         }
         let out = self.feed_item(py, &mut st, item, position);
         let stopped = matches!(st.mode.status(), Status::Stopped(_));
