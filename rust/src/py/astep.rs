@@ -18,6 +18,7 @@ use super::astream::{advance, close_failed, report, AsyncDriver, Outcome, Todo};
 use super::awaits::{
     await_iter, is_awaitable, made, send, throw_into, thrown, yielded, Input, Sent,
 };
+use super::slots::optional_attr;
 use super::try_lock;
 use crate::lock::TryLock;
 use crate::Close;
@@ -110,9 +111,10 @@ impl Closer {
 fn start_one<'py>(object: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
     let py = object.py();
     let mut close =
-        object.getattr_opt(pyo3::intern!(py, "aclose"))?.filter(PyAnyMethods::is_callable);
+        optional_attr(object, pyo3::intern!(py, "aclose"))?.filter(PyAnyMethods::is_callable);
     if close.is_none() {
-        close = object.getattr_opt(pyo3::intern!(py, "close"))?.filter(PyAnyMethods::is_callable);
+        close =
+            optional_attr(object, pyo3::intern!(py, "close"))?.filter(PyAnyMethods::is_callable);
     }
     let Some(close) = close else { return Ok(None) };
     let result = close.call0()?;

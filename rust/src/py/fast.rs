@@ -40,49 +40,29 @@ impl SyncDriver {
     /// The fast path over the built-in filter and exact `str` (or, over bytes, `bytes`) chunks.
     fn fast<'py>(&self, py: Python<'py>, st: &mut StreamState) -> Fast<'py> {
         loop {
-            let (Mode::Filter(f), Some(upstream)) = (&mut st.mode, &st.upstream) else {
+            let (Mode::Filter(_), Some(upstream)) = (&st.mode, &st.upstream) else {
                 return Fast::Then(Action::Pull);
             };
             let item = match self.fast_pull(py, upstream) {
                 Ok(item) => item,
                 Err(pulled) => return Fast::Pulled(pulled),
             };
-            let mut stack = None;
-            let bytes_stream = f.is_bytes();
-            let chunk = if bytes_stream {
-                item.cast_exact::<PyBytes>().ok().map(|b| Cow::Borrowed(b.as_bytes()))
-            } else {
-                str_chunk(&item, &mut stack)
-            };
-            let Some(bytes) = chunk else { return Fast::Pulled(Pulled(Some(Ok(item)))) };
-            if f.pass_whole(&bytes) {
-                st.position += 1;
-                if bytes.is_empty() {
-                    continue;
+            let closing = match feed_exact(py, st, &item) {
+                None | Some(Fed::Refused) => return Fast::Pulled(Pulled(Some(Ok(item)))),
+                Some(Fed::Whole) => {
+                    st.position += 1;
+                    return Fast::Out(item);
                 }
-                return Fast::Out(item);
-            }
-            // An error changes nothing: the general path feeds the chunk again and raises.
-            let Ok(fed) = f.feed(&bytes) else { return Fast::Pulled(Pulled(Some(Ok(item)))) };
-            let out = if fed.is_empty() {
-                Ok(None)
-            } else if fed.whole {
-                Ok(Some(item))
-            } else if bytes_stream {
-                Ok(Some(bytes_out(py, &item, fed).into_any()))
-            } else {
-                joined_str(py, fed.head, fed.bytes).map(|s| Some(s.into_any()))
+                Some(Fed::Out(out, status)) => {
+                    st.position += 1;
+                    (out, status != Status::Open)
+                }
             };
-            if let Some(e) = f.take_owed() {
-                st.life.defer(map_error(py, &e), |e, c| e.set_context(py, Some(c)));
-            }
-            st.position += 1;
-            let closing = f.status() != Status::Open;
-            match out {
-                Ok(Some(out)) if !closing => return Fast::Out(out),
-                Ok(None) if !closing => {}
-                Ok(out) => return Fast::Then(st.life.fed(out.map(Bound::unbind), true)),
-                Err(err) => return Fast::Then(st.life.refused(err)),
+            match closing {
+                (Ok(Some(out)), false) => return Fast::Out(out),
+                (Ok(None), false) => {}
+                (Ok(out), true) => return Fast::Then(st.life.fed(out.map(Bound::unbind), true)),
+                (Err(err), _) => return Fast::Then(st.life.refused(err)),
             }
         }
     }
@@ -117,31 +97,62 @@ impl SyncDriver {
         st: &mut StreamState,
         item: &Bound<'py, PyAny>,
     ) -> Option<PyResult<(Option<Bound<'py, PyAny>>, bool)>> {
-        let Mode::Filter(f) = &mut st.mode else { return None };
-        let mut stack = None;
-        let bytes_stream = f.is_bytes();
-        let bytes = if bytes_stream {
-            Cow::Borrowed(item.cast_exact::<PyBytes>().ok()?.as_bytes())
-        } else {
-            str_chunk(item, &mut stack)?
+        let (out, status) = match feed_exact(py, st, item)? {
+            Fed::Whole => return Some(Ok((Some(item.clone()), false))),
+            // The general step feeds it again, and raises.
+            Fed::Refused => return None,
+            Fed::Out(out, status) => (out, status),
         };
-        if !bytes.is_empty() && f.pass_whole(&bytes) {
-            return Some(Ok((Some(item.clone()), false)));
-        }
-        let out = match f.feed(&bytes) {
-            Ok(fed) if fed.is_empty() => Ok(None),
-            Ok(fed) if fed.whole => Ok(Some(item.clone())),
-            Ok(fed) if bytes_stream => Ok(Some(bytes_out(py, item, fed).into_any())),
-            Ok(fed) => joined_str(py, fed.head, fed.bytes).map(|s| Some(s.into_any())),
-            Err(e) => Err(map_error(py, &e)),
-        };
-        if let Some(e) = f.take_owed() {
-            st.life.defer(map_error(py, &e), |e, c| e.set_context(py, Some(c)));
-        }
-        let stopped = matches!(f.status(), Status::Stopped(_));
         self.publish(st);
-        Some(out.map(|out| (out, stopped)))
+        Some(out.map(|out| (out, matches!(status, Status::Stopped(_)))))
     }
+}
+
+/// What [`feed_exact`] did with a chunk.
+enum Fed<'py> {
+    /// It passes through whole, and the filter is as it was (open, nothing held).
+    Whole,
+    /// The filter refused it, and is as it was.
+    Refused,
+    /// Fed: the output (`None` when nothing is released), and the filter's status after.
+    Out(PyResult<Option<Bound<'py, PyAny>>>, Status),
+}
+
+/// One exact `str` (or, over bytes, `bytes`) chunk through the built-in filter, the step of
+/// `wrap`'s fast path and of `awrap`'s stage; `None` for any other item or stream, which the
+/// general path takes. A decoding error owed after a stop is deferred to the lifecycle.
+#[inline]
+fn feed_exact<'py>(
+    py: Python<'py>,
+    st: &mut StreamState,
+    item: &Bound<'py, PyAny>,
+) -> Option<Fed<'py>> {
+    let Mode::Filter(f) = &mut st.mode else { return None };
+    let mut stack = None;
+    let bytes_stream = f.is_bytes();
+    let bytes = if bytes_stream {
+        Cow::Borrowed(item.cast_exact::<PyBytes>().ok()?.as_bytes())
+    } else {
+        str_chunk(item, &mut stack)?
+    };
+    // An empty chunk is fed (it releases nothing) rather than handed on.
+    if !bytes.is_empty() && f.pass_whole(&bytes) {
+        return Some(Fed::Whole);
+    }
+    let Ok(fed) = f.feed(&bytes) else { return Some(Fed::Refused) };
+    let out = if fed.is_empty() {
+        Ok(None)
+    } else if fed.whole {
+        Ok(Some(item.clone()))
+    } else if bytes_stream {
+        Ok(Some(bytes_out(py, item, fed).into_any()))
+    } else {
+        joined_str(py, fed.head, fed.bytes).map(|s| Some(s.into_any()))
+    };
+    if let Some(e) = f.take_owed() {
+        st.life.defer(map_error(py, &e), |e, c| e.set_context(py, Some(c)));
+    }
+    Some(Fed::Out(out, f.status()))
 }
 
 /// What a pull from the upstream gave: an item, its end (`None`), or its error.

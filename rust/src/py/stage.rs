@@ -44,7 +44,6 @@ impl Stage {
     /// The stage for `object`: a native one by its type, else a Python stage.
     pub(super) fn of(object: &Bound<'_, PyAny>) -> Stage {
         if let Ok(filter) = object.cast::<StopStream>() {
-            filter.as_super().get().become_stage(object.py());
             return Stage::Filter(filter.clone().unbind());
         }
         if let Ok(sse) = object.cast::<SSEStage>() {

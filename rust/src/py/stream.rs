@@ -13,6 +13,7 @@ use super::awaits::is_awaitable;
 use super::convert::{bytes_out, chunk_bytes, chunk_utf8, make_str, str_out, CHUNK_STACK};
 use super::errors::{map_error, parse_errors, type_name};
 use super::fast::{pull, Pulled};
+use super::slots::optional_attr;
 use super::stage::{Out, Stage};
 use super::stopset::{
     resolve, stop_index, stop_reason, stop_sequence, IncludeStop, SkipArgs, Stops,
@@ -75,7 +76,7 @@ pub(super) struct SyncDriver {
     stops: Stops,
     include_stop: bool,
     replace: bool,
-    pub(super) state: TryLock<StreamState>,
+    state: TryLock<StreamState>,
     /// The object given, when it is not its own iterator (an SDK stream): closed too. Outside
     /// the state lock, so that `close()` reaches it during a pull; taken only for a reference
     /// count, never across a call.
@@ -364,10 +365,10 @@ impl SyncDriver {
 /// awaitable that nothing here can await: it is closed instead, unrun.
 fn close_object(target: &Bound<'_, PyAny>) -> PyResult<()> {
     let py = target.py();
-    let Some(close) = target.getattr_opt(pyo3::intern!(py, "close"))? else { return Ok(()) };
+    let Some(close) = optional_attr(target, pyo3::intern!(py, "close"))? else { return Ok(()) };
     let result = close.call0()?;
     if !result.is_none() && is_awaitable(&result)? {
-        if let Some(close) = result.getattr_opt(pyo3::intern!(py, "close"))? {
+        if let Some(close) = optional_attr(&result, pyo3::intern!(py, "close"))? {
             if close.is_callable() {
                 close.call0()?;
             }
@@ -690,16 +691,6 @@ impl SyncDriver {
         let stopped = matches!(st.mode.status(), Status::Stopped(_));
         self.publish(&st);
         Ok((out?, stopped))
-    }
-
-    /// Made a stage: its own upstream (the empty one it was built over) is let go of, so that
-    /// dropping it closes nothing (looking up `close` on a tuple iterator raised and caught an
-    /// `AttributeError` per stream: about 8,700 instructions, callgrind).
-    pub(super) fn become_stage(&self, py: Python<'_>) {
-        if let Some(mut st) = try_lock(py, &self.state) {
-            st.upstream = None;
-        }
-        drop(self.take_source());
     }
 
     /// The upstream is done: what the filter still holds (`None` when nothing).
