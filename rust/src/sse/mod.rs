@@ -1,7 +1,7 @@
 //! Server-Sent Events bodies: block parsing, locating the text field of a provider event, and
 //! splicing a changed text back into the event's bytes.
 //!
-//! Three pieces, all free of Python:
+//! Four pieces, all free of Python:
 //!
 //! * [`Parser`]: the WHATWG line rules over bytes split anywhere. Events end at a blank line;
 //!   lines end in `\r\n`, `\n` or `\r` (a trailing `\r` is held until the next byte shows
@@ -14,6 +14,8 @@
 //!   "not the common case" (anything else: the caller hands the event to the full adapter).
 //! * [`escape_json_str`] and [`splice`]: a changed text replaces only its string token; every
 //!   other byte of the event is kept.
+//! * [`Common`]: the common event (text deltas of open streams that fire no stop) decided
+//!   over the caller's filters ([`Filters`]); anything else is the adapter's.
 //!
 //! JSON is read with pydantic's `jiter` through its iterator API (`peek`, `next_key`,
 //! `known_str`, `next_skip`): it walks a shape given as data, gives byte offsets as it goes, and
@@ -24,10 +26,12 @@
 //! machine) the two are level: `jiter` 405 to 420 ns per event, `serde_json` 375 to 410 ns;
 //! the table-driven walk decides.
 
+mod common;
 mod parser;
 mod shape;
 mod splice;
 
+pub use common::{Common, Filters, Handled, Open, Provider, Unseen};
 pub use parser::{Line, Parser};
 pub use shape::{Field, Found, Rule, Scan, Scanner, Shape, CHAT, GEMINI, MESSAGES, RESPONSES};
 pub use splice::{escape_json_str, splice};
