@@ -225,7 +225,8 @@ impl SyncDriver {
 
     /// Publishes the attributes after a change of state: a literal list's in the words alone
     /// (every chunk of `wrap` over `str`), a composed list's held and matched text beside them.
-    #[inline]
+    #[allow(clippy::inline_always, reason = "after every fed chunk: a call otherwise (callgrind)")]
+    #[inline(always)]
     pub(super) fn publish(&self, st: &StreamState) {
         let Mode::Filter(f) = &st.mode else {
             self.snapshot.store(Report::UNSTARTED.pack(), Ordering::Release);
