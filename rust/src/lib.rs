@@ -59,6 +59,7 @@ mod filter;
 mod lifecycle;
 mod matcher;
 mod prefilter;
+mod published;
 mod regex;
 mod region;
 pub mod sse;
@@ -79,6 +80,7 @@ pub use crate::error::{DecodeError, Error};
 pub use crate::filter::{pack_tail, unpack_tail, Filter, Output, Report, Saved};
 pub use crate::lifecycle::{Action, Close, Closed, Lifecycle};
 pub use crate::matcher::{regex_max_len, MatchStream, Matcher, StopKind, StopSpec};
+pub use crate::published::Published;
 pub use crate::stopset::StopSet;
 pub use crate::stream::{ByteOut, ByteStream, Emit, Status, TextMatcher, TextStream};
 pub use crate::tokens::{

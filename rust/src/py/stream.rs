@@ -1,6 +1,6 @@
 //! The native pull iterator `StopStream`: wraps an upstream iterable of `str` or bytes chunks.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyTypeError};
@@ -20,7 +20,7 @@ use super::stopset::{
 };
 use super::try_lock;
 use crate::lock::TryLock;
-use crate::{pack_tail, unpack_tail, Action, Filter, Lifecycle, Report, Status};
+use crate::{Action, Filter, Lifecycle, Published, Status};
 
 #[allow(clippy::large_enum_variant, reason = "one per stream, made once and never moved")]
 pub(super) enum Mode {
@@ -83,17 +83,9 @@ pub(super) struct SyncDriver {
     source: Mutex<Option<Py<PyAny>>>,
     /// What the attributes report, published after every `__next__`, so reading them never
     /// waits for (or re-enters) a pull in progress.
-    snapshot: AtomicU64,
-    /// The incomplete character held by a bytes stream: length in the low byte, then the bytes.
-    tail: AtomicU32,
+    published: Published,
     /// `close()` was called; a `__next__` running then ends the stream on its way out.
     pub(super) close_requested: AtomicBool,
-    /// For a composed list: the held text (with a bytes stream's incomplete character) and the
-    /// matched text of the stop that fired, published after every `__next__` (the held text of
-    /// the composed matcher is not a function of a state id, so it cannot go in `snapshot`).
-    composed: Mutex<(Vec<u8>, Option<Vec<u8>>)>,
-    /// Whether `composed` holds anything.
-    composed_set: AtomicBool,
 }
 
 impl SyncDriver {
@@ -208,41 +200,14 @@ impl SyncDriver {
         }
     }
 
-    /// Publishes a composed stream's held and matched text; skips the lock when nothing is
-    /// held now and nothing was before (nearly every chunk).
-    fn publish_composed(&self, held: &[u8], tail: &[u8], matched: &[u8]) {
-        let empty = held.is_empty() && tail.is_empty() && matched.is_empty();
-        if empty && !self.composed_set.load(Ordering::Relaxed) {
-            return;
-        }
-        let mut g = self.composed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        g.0.clear();
-        g.0.extend_from_slice(held);
-        g.0.extend_from_slice(tail);
-        g.1 = (!matched.is_empty()).then(|| matched.to_vec());
-        self.composed_set.store(!empty, Ordering::Relaxed);
-    }
-
-    /// Publishes the attributes after a change of state: a literal list's in the words alone
-    /// (every chunk of `wrap` over `str`), a composed list's held and matched text beside them.
+    /// Publishes the attributes after a change of state.
     #[allow(clippy::inline_always, reason = "after every fed chunk: a call otherwise (callgrind)")]
     #[inline(always)]
     pub(super) fn publish(&self, st: &StreamState) {
-        let Mode::Filter(f) = &st.mode else {
-            self.snapshot.store(Report::UNSTARTED.pack(), Ordering::Release);
-            return;
-        };
-        let report = f.report();
-        if report.composed {
-            self.publish_composed(f.held(), f.tail(), f.matched().unwrap_or_default());
-        } else if report.bytes {
-            self.tail.store(pack_tail(f.tail()), Ordering::Relaxed);
-        }
-        self.snapshot.store(report.pack(), Ordering::Release);
-    }
-
-    fn snapshot(&self) -> Report {
-        Report::unpack(self.snapshot.load(Ordering::Acquire))
+        self.published.publish(match &st.mode {
+            Mode::Filter(f) => Some(f),
+            _ => None,
+        });
     }
 
     /// Feeds one upstream item; `Ok(None)` when it produced no output.
@@ -455,11 +420,8 @@ impl SyncDriver {
                 life: Lifecycle::new(),
             }),
             source: Mutex::new(source),
-            snapshot: AtomicU64::new(0),
-            tail: AtomicU32::new(0),
+            published: Published::new(),
             close_requested: AtomicBool::new(false),
-            composed: Mutex::new((Vec::new(), None)),
-            composed_set: AtomicBool::new(false),
         })
     }
 }
@@ -619,51 +581,33 @@ impl StopStream {
 
     #[getter]
     fn stopped(slf: &Bound<'_, Self>) -> bool {
-        matches!(base(slf).snapshot().status, Status::Stopped(_))
+        matches!(base(slf).published.report().status, Status::Stopped(_))
     }
 
     #[getter]
     fn stop_sequence(slf: &Bound<'_, Self>) -> PyResult<Option<Py<PyAny>>> {
         let (this, py) = (base(slf), slf.py());
-        let status = this.snapshot().status;
-        if this.stops.core.is_composed() && matches!(status, Status::Stopped(_)) {
-            let g = this.composed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            if let Some(m) = g.1.clone() {
-                drop(g);
-                return Ok(Some(make_str(py, &m)?.into_any().unbind()));
-            }
+        if let Some(matched) = this.published.matched() {
+            return Ok(Some(make_str(py, &matched)?.into_any().unbind()));
         }
-        Ok(stop_sequence(py, &this.stops, status))
+        Ok(stop_sequence(py, &this.stops, this.published.report().status))
     }
 
     #[getter]
     fn stop_index(slf: &Bound<'_, Self>) -> Option<usize> {
-        stop_index(base(slf).snapshot().status)
+        stop_index(base(slf).published.report().status)
     }
 
     #[getter]
     fn stop_reason(slf: &Bound<'_, Self>) -> Option<&'static str> {
-        stop_reason(base(slf).snapshot().status)
+        stop_reason(base(slf).published.report().status)
     }
 
     #[getter]
     fn pending<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         let (this, py) = (base(slf), slf.py());
-        let report = this.snapshot();
-        let mut held = Vec::new();
-        if report.status == Status::Open && this.stops.core.is_composed() {
-            let composed = this.composed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            held.extend_from_slice(&composed.0);
-        } else if report.status == Status::Open {
-            if !this.include_stop {
-                held.extend_from_slice(this.stops.set().held(report.state_id));
-            }
-            if report.bytes {
-                let (tail, len) = unpack_tail(this.tail.load(Ordering::Relaxed));
-                held.extend_from_slice(&tail[..len]);
-            }
-        }
-        if report.bytes {
+        let held = this.published.pending(this.stops.set(), this.include_stop);
+        if this.published.report().bytes {
             return Ok(PyBytes::new(py, &held).into_any());
         }
         Ok(make_str(py, &held)?.into_any())

@@ -1,0 +1,142 @@
+//! What a pulled stream reports, published after every step so that its attributes can be read
+//! from anywhere (another thread, or the upstream's own code during a pull) without waiting for
+//! the step in progress.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+use crate::filter::{pack_tail, unpack_tail, Filter, Report};
+use crate::stopset::StopSet;
+use crate::stream::Status;
+
+/// A stream's published report.
+///
+/// A literal list's report is one word (the automaton state gives the held text) and, over
+/// bytes, a second for the incomplete character: `wrap` publishes it after every chunk with
+/// two stores. A composed list's held and matched text are copied beside it, and only when
+/// there is something to copy (or to clear).
+#[derive(Debug, Default)]
+pub struct Published {
+    word: AtomicU64,
+    tail: AtomicU32,
+    /// A composed list's held text (with a bytes stream's incomplete character), and the
+    /// matched text of the stop that fired.
+    composed: Mutex<(Vec<u8>, Option<Vec<u8>>)>,
+    /// Whether `composed` holds anything.
+    composed_set: AtomicBool,
+}
+
+impl Published {
+    /// Before the first step: open, not started.
+    #[must_use]
+    pub fn new() -> Published {
+        Published::default()
+    }
+
+    /// Publishes `filter`'s report, or (`None`) that the stream has not started.
+    #[inline]
+    pub fn publish(&self, filter: Option<&Filter>) {
+        let Some(f) = filter else {
+            self.word.store(Report::UNSTARTED.pack(), Ordering::Release);
+            return;
+        };
+        let report = f.report();
+        if report.composed {
+            self.publish_composed(f.held(), f.tail(), f.matched().unwrap_or_default());
+        } else if report.bytes {
+            self.tail.store(pack_tail(f.tail()), Ordering::Relaxed);
+        }
+        self.word.store(report.pack(), Ordering::Release);
+    }
+
+    fn publish_composed(&self, held: &[u8], tail: &[u8], matched: &[u8]) {
+        let empty = held.is_empty() && tail.is_empty() && matched.is_empty();
+        if empty && !self.composed_set.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut g = self.composed.lock().unwrap_or_else(PoisonError::into_inner);
+        g.0.clear();
+        g.0.extend_from_slice(held);
+        g.0.extend_from_slice(tail);
+        g.1 = (!matched.is_empty()).then(|| matched.to_vec());
+        self.composed_set.store(!empty, Ordering::Relaxed);
+    }
+
+    /// The report last published.
+    #[must_use]
+    pub fn report(&self) -> Report {
+        Report::unpack(self.word.load(Ordering::Acquire))
+    }
+
+    /// A composed list's matched text, once a stop fired (`None` for a literal list, whose
+    /// stop is named by its index).
+    #[must_use]
+    pub fn matched(&self) -> Option<Vec<u8>> {
+        let report = self.report();
+        if !report.composed || !matches!(report.status, Status::Stopped(_)) {
+            return None;
+        }
+        self.composed.lock().unwrap_or_else(PoisonError::into_inner).1.clone()
+    }
+
+    /// The text held back (and a bytes stream's incomplete character); `set` is the literal
+    /// list the stream runs over.
+    #[must_use]
+    pub fn pending(&self, set: &StopSet, include_stop: bool) -> Vec<u8> {
+        let report = self.report();
+        let mut held = Vec::new();
+        if report.status != Status::Open {
+            return held;
+        }
+        if report.composed {
+            held.extend_from_slice(&self.composed.lock().unwrap_or_else(PoisonError::into_inner).0);
+            return held;
+        }
+        if !include_stop {
+            held.extend_from_slice(set.held(report.state_id));
+        }
+        if report.bytes {
+            let (tail, len) = unpack_tail(self.tail.load(Ordering::Relaxed));
+            held.extend_from_slice(&tail[..len]);
+        }
+        held
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Published;
+    use crate::{CompiledStops, Filter, Status, StopKind, StopSpec};
+
+    #[test]
+    fn literal_and_bytes() {
+        let stops = CompiledStops::literal(&["STOP"]).unwrap();
+        let set = stops.literal_set().unwrap();
+        let p = Published::new();
+        assert!(!p.report().started);
+        let mut f = Filter::new(&stops, true, false, false);
+        f.feed(b"a ST\xc3").unwrap();
+        p.publish(Some(&f));
+        assert_eq!(p.pending(set, false), b"ST\xc3");
+        assert_eq!(p.matched(), None);
+        f.feed(b"\xa9OP").unwrap();
+        p.publish(Some(&f));
+        assert!(p.pending(set, false).is_empty());
+    }
+
+    #[test]
+    fn composed() {
+        let spec = [StopSpec { kind: StopKind::Regex("b+c"), include: false }];
+        let stops = CompiledStops::composed(&spec, None, &[]).unwrap();
+        let p = Published::new();
+        let mut f = Filter::new(&stops, false, false, false);
+        f.feed(b"abb").unwrap();
+        p.publish(Some(&f));
+        assert_eq!(p.pending(crate::StopSet::none(), false), b"bb");
+        f.feed(b"c").unwrap();
+        p.publish(Some(&f));
+        assert_eq!(p.report().status, Status::Stopped(0));
+        assert_eq!(p.matched().as_deref(), Some(&b"bbc"[..]));
+        assert!(p.pending(crate::StopSet::none(), false).is_empty());
+    }
+}
