@@ -159,6 +159,12 @@ def messages_events(draw: st.DrawFn) -> list[list[str]]:
             events.append({"type": "content_block_delta", "index": index, "delta": delta})
         if draw(st.integers(0, 5)) > 0:
             events.append({"type": "content_block_stop", "index": index})
+    # Late text deltas of earlier blocks (open ones too, when their stop was left out): after a
+    # stop that drains, the machine drops them.
+    texts = [index for index, kind in enumerate(kinds) if kind == "text"]
+    for index in draw(st.lists(st.sampled_from(texts), max_size=2)) if texts else []:
+        delta = {"type": "text_delta", "text": draw(TEXT)}
+        events.append({"type": "content_block_delta", "index": index, "delta": delta})
     if draw(st.booleans()):
         events.append(
             {
@@ -662,3 +668,45 @@ def test_composed_stop_lists_take_the_full_rules(eol: str) -> None:
         fast = run(wrap_chat(sdk, stops))
         slow = run(SyncAdapterStream[Any](sdk, ModelDriver(ChatMachine(stops))))
         same_objects(fast, slow, sdk)
+
+
+def test_sdk_messages_after_a_drained_stop_no_block_is_fed() -> None:
+    # Block 0 is left open; block 1 fires the stop; with on_stop="drain" a later delta of
+    # block 0 is dropped, as the machine drops it, not fed where its filter still is.
+    def delta(index: int, text: str) -> dict[str, Any]:
+        return {
+            "type": "content_block_delta",
+            "index": index,
+            "delta": {"type": "text_delta", "text": text},
+        }
+
+    def start(index: int) -> dict[str, Any]:
+        return {
+            "type": "content_block_start",
+            "index": index,
+            "content_block": {"type": "text", "text": ""},
+        }
+
+    message = {
+        "id": "m",
+        "type": "message",
+        "role": "assistant",
+        "content": [],
+        "model": "x",
+        "usage": {"input_tokens": 5, "output_tokens": 1},
+    }
+    values = [
+        {"type": "message_start", "message": message},
+        start(0),
+        delta(0, "a"),
+        start(1),
+        delta(1, "b STOP"),
+        delta(0, "late"),
+        {"type": "message_stop"},
+    ]
+    events = [EVENT.validate_python(v) for v in values]
+    native = run(wrap_messages(events, ["STOP"], on_stop="drain"))
+    machine = MessagesMachine(["STOP"], None, "drain")
+    python = run(SyncAdapterStream[Any](events, ModelDriver(machine, _rebuild)))
+    same_objects(native, python, events)
+    assert "late" not in repr([e.model_dump() for e in native])

@@ -671,32 +671,31 @@ class AsyncPullStep(Generic[_T]):
             RuntimeError: the pull went on instead of ending.
         """
 
-def _feed_unless_stop(filter: StopFilter, text: str) -> str | None:
-    """``filter.feed(text)`` when that fires no stop; else ``None``, the filter unchanged.
-
-    The provider adapters' fast path for their common chunk (a text delta that fires no stop);
-    they hand anything else to their full rules.
-    """
-
 @final
-class _ChatSDKStage:
-    """The lifecycle stage of ``stopstream.openai.wrap_chat``: handles the common SDK chunk
-    natively (one open choice whose ``delta.content`` fires no stop: the chunk itself, or the
-    chunk ``replace`` makes with the released text) and hands every other chunk to ``driver``."""
+class _SDKStage:
+    """The lifecycle stage of the SDK adapters (``stopstream.openai.wrap_chat``,
+    ``stopstream.anthropic.wrap_messages``): handles the common SDK event natively (a text
+    delta of an open text stream that fires no stop: the event itself, or the event ``replace``
+    makes with the released text) and hands every other event to ``driver``."""
 
     def __new__(
-        cls, driver: Any, open: dict[int, StopFilter], replace: Callable[[Any, str], Any]
+        cls,
+        driver: Any,
+        open: dict[Any, StopFilter],
+        replace: Callable[[Any, str], Any],
+        sdk: Literal["chat", "messages"],
     ) -> Self:
         """``driver``: a ``ModelDriver`` (``push``, ``end``, ``closing``); ``open``: the
-        machine's filters of the open choices, by index; ``replace(chunk, content)``: the chunk
-        with its one choice's content replaced."""
+        filters of the open text streams, by index, which the driver keeps; ``replace(event,
+        text)``: the event with its text replaced; ``sdk``: whose events they are."""
     def push(self, item: Any) -> list[Any]:
-        """Feeds one chunk; returns the chunks to emit."""
+        """Feeds one event; returns the events to emit."""
     @property
     def closing(self) -> bool:
-        """Every choice stopped with ``on_stop="close"``: close the upstream, then ``end``."""
+        """Every text stream stopped with ``on_stop="close"``: close the upstream, then
+        ``end``."""
     def end(self) -> list[Any]:
-        """The upstream is done: the chunks still owed."""
+        """The upstream is done: the events still owed."""
 
 @final
 class _SSEStage:

@@ -52,7 +52,7 @@ from stopstream._adapter import (
     rebuild_model,
     scan,
 )
-from stopstream._core import StopFilter, _feed_unless_stop, truncate
+from stopstream._core import StopFilter, _SDKStage, truncate
 from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:
@@ -326,47 +326,48 @@ def _rebuild(value: JSON, sample: object, view: JSON | None) -> object:
 
 
 class _MessagesDriver(ModelDriver):
-    """``ModelDriver`` with a fast path for the common SDK event: a ``text_delta`` of an open
-    text block that fires no stop. A few attribute reads and one native call; a changed event is
-    the event's own ``model_copy`` with only the text replaced (what ``update_model`` makes of
-    it). Anything else goes to the machine, after which the open blocks are read again."""
+    """``ModelDriver`` keeping the table the native stage reads: the open text blocks' filters
+    while the message is open, by block index, refreshed after every call into the machine."""
 
-    __slots__ = ("_known", "_messages", "_text")
+    __slots__ = ("_messages", "open_text")
 
     def __init__(self, machine: MessagesMachine) -> None:
         super().__init__(machine, _rebuild)
         self._messages = machine
-        self._text: dict[Any, StopFilter] = {}
-        self._known: dict[type[Any], bool] = {}
+        self.open_text: dict[Any, StopFilter] = {}
 
     def push(self, item: Any) -> list[Any]:
-        cls = type(item)
-        plain = self._known.get(cls)
-        if plain is None:
-            plain = self.plain(cls, self._known)
-        if plain and self._messages._phase == "open":
-            delta: Any = None
-            try:
-                if item.type == "content_block_delta":
-                    delta = item.delta
-                text = delta.text if delta is not None and delta.type == "text_delta" else None
-                # A dict lookup, like the machine's (an index ``1.0`` finds block 1 there too).
-                f = self._text.get(item.index) if type(text) is str else None
-            except AttributeError:
-                f = None
-            if f is not None:
-                out = _feed_unless_stop(f, text)  # type: ignore[arg-type]
-                if out is not None:
-                    self._last = item
-                    if not out:
-                        return []  # held back whole: not emitted
-                    if out == text:
-                        return [item]
-                    delta = delta.model_copy(update={"text": out})
-                    return [item.model_copy(update={"delta": delta})]
-        emitted = super().push(item)
-        self._text = dict(self._messages.text_filters())
-        return emitted
+        try:
+            return super().push(item)
+        finally:
+            self._refresh()
+
+    def end(self) -> list[Any]:
+        try:
+            return super().end()
+        finally:
+            self._refresh()
+
+    def _refresh(self) -> None:
+        table = self.open_text
+        table.clear()
+        if self._messages._phase == "open":
+            table.update(self._messages.text_filters())
+
+
+def _messages_stage(machine: MessagesMachine) -> _SDKStage:
+    """The stage of a Messages stream: the machine's driver behind the native stage, which
+    handles the common SDK event itself (a ``text_delta`` of an open text block that fires no
+    stop) and hands every other event to the driver."""
+    driver = _MessagesDriver(machine)
+    return _SDKStage(driver, driver.open_text, _with_text, "messages")
+
+
+def _with_text(event: Any, text: str) -> Any:
+    """The SDK ``content_block_delta`` event with its delta's text replaced: the event's own
+    ``model_copy``, as ``update_model`` makes it."""
+    delta = event.delta.model_copy(update={"text": text})
+    return event.model_copy(update={"delta": delta})
 
 
 class MessagesView(SingleView):
@@ -419,7 +420,7 @@ def wrap_messages(
     to report the real final usage).
     """
     machine = MessagesMachine(stops, include_stop, on_stop)
-    return MessagesStopStream(stream, _MessagesDriver(machine), machine.view())
+    return MessagesStopStream(stream, _messages_stage(machine), machine.view())
 
 
 def awrap_messages(
@@ -431,7 +432,7 @@ def awrap_messages(
 ) -> AsyncMessagesStopStream[_T]:
     """Async twin of ``wrap_messages`` (an ``AsyncStream`` from ``AsyncAnthropic``, say)."""
     machine = MessagesMachine(stops, include_stop, on_stop)
-    return AsyncMessagesStopStream(stream, _MessagesDriver(machine), machine.view())
+    return AsyncMessagesStopStream(stream, _messages_stage(machine), machine.view())
 
 
 def truncate_message(message: Any, stops: Stops, include_stop: bool | None = None) -> Any:

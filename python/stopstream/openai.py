@@ -60,7 +60,7 @@ from stopstream._adapter import (
     as_json,
     scan,
 )
-from stopstream._core import _ChatSDKStage, truncate
+from stopstream._core import _SDKStage, truncate
 from stopstream._indexed import IndexedMachine, IndexedView, TextStream
 from stopstream._responses import (
     AsyncResponsesStopStream,
@@ -199,11 +199,11 @@ class ChatMachine(IndexedMachine):
         return []
 
 
-def _chat_stage(machine: ChatMachine) -> _ChatSDKStage:
+def _chat_stage(machine: ChatMachine) -> _SDKStage:
     """The stage of a Chat stream: the machine's ``ModelDriver`` behind the native stage, which
     handles the common SDK chunk itself (one choice, open, whose ``delta.content`` fires no
     stop, no ``finish_reason``, no ``usage``) and hands every other chunk to the driver."""
-    return _ChatSDKStage(ModelDriver(machine), machine.open_filters, _with_content)
+    return _SDKStage(ModelDriver(machine), machine.open_filters, _with_content, "chat")
 
 
 def _with_content(chunk: Any, content: str) -> Any:

@@ -53,27 +53,6 @@ impl StopFilter {
     }
 }
 
-/// `filter.feed(text)` when that fires no stop; else `None`, with the filter unchanged (also
-/// for a composed list, contract §6). One native call for an adapter's common case (a content
-/// delta that fires no stop); the adapter hands anything else to its full rules.
-#[pyfunction(name = "_feed_unless_stop")]
-pub(super) fn feed_unless_stop<'py>(
-    py: Python<'py>,
-    filter: &Bound<'py, StopFilter>,
-    text: &Bound<'py, PyString>,
-) -> PyResult<Option<Bound<'py, PyString>>> {
-    let mut stack = [0u8; CHUNK_STACK];
-    let bytes = chunk_utf8(text, &mut stack)?;
-    let mut out = Vec::new();
-    if filter.get().feed_unless_stop(py, &bytes, &mut out)?.is_none() {
-        return Ok(None);
-    }
-    if *out == *bytes && text.is_exact_instance_of::<PyString>() {
-        return Ok(Some(text.clone()));
-    }
-    make_str(py, &out).map(Some)
-}
-
 #[pymethods]
 impl StopFilter {
     #[new]

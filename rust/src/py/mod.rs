@@ -74,14 +74,7 @@ fn lock<'a, T>(py: Python<'_>, m: &'a TryLock<T>) -> PyResult<Guard<'a, T>> {
 }
 
 /// Names of the module that are the package's own machinery, not its API.
-const PRIVATE: [&str; 6] = [
-    "AsyncDriver",
-    "AsyncPullStep",
-    "SyncDriver",
-    "_ChatSDKStage",
-    "_SSEStage",
-    "_feed_unless_stop",
-];
+const PRIVATE: [&str; 5] = ["AsyncDriver", "AsyncPullStep", "SyncDriver", "_SDKStage", "_SSEStage"];
 
 /// The compiled part of `stopstream`.
 #[pymodule]
@@ -97,8 +90,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     slots::install(m.py())?;
     m.add_class::<stopset::Compiled>()?;
     m.add_class::<sse::SSEStage>()?;
-    m.add_class::<sdk::ChatSdkStage>()?;
-    m.add_function(wrap_pyfunction!(filters::feed_unless_stop, m)?)?;
+    m.add_class::<sdk::SdkStage>()?;
     m.add_function(wrap_pyfunction!(truncate::truncate, m)?)?;
     m.add_class::<tokens::Vocab>()?;
     m.add_class::<tokens::TokenPiece>()?;

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 use pyo3::PyTraverseError;
 
-use super::sdk::ChatSdkStage;
+use super::sdk::SdkStage;
 use super::sse::SSEStage;
 use super::stream::StopStream;
 
@@ -18,8 +18,8 @@ pub(super) enum Stage {
     Filter(Py<StopStream>),
     /// The native SSE stage of `stopstream.sse`.
     Sse(Py<SSEStage>),
-    /// The native stage of `stopstream.openai.wrap_chat` over SDK chunks.
-    Chat(Py<ChatSdkStage>),
+    /// The native stage of the SDK adapters (`openai.wrap_chat`, `anthropic.wrap_messages`).
+    Sdk(Py<SdkStage>),
     /// A Python object with `push`, `closing` and `end`.
     Python(Py<PyAny>),
 }
@@ -49,8 +49,8 @@ impl Stage {
         if let Ok(sse) = object.cast::<SSEStage>() {
             return Stage::Sse(sse.clone().unbind());
         }
-        if let Ok(chat) = object.cast::<ChatSdkStage>() {
-            return Stage::Chat(chat.clone().unbind());
+        if let Ok(sdk) = object.cast::<SdkStage>() {
+            return Stage::Sdk(sdk.clone().unbind());
         }
         Stage::Python(object.clone().unbind())
     }
@@ -60,7 +60,7 @@ impl Stage {
         match self {
             Stage::Filter(f) => f.as_any(),
             Stage::Sse(s) => s.as_any(),
-            Stage::Chat(s) => s.as_any(),
+            Stage::Sdk(s) => s.as_any(),
             Stage::Python(s) => s,
         }
     }
@@ -86,7 +86,7 @@ impl Stage {
                     if out.as_bytes().is_empty() { Out::None } else { Out::One(out.into_any()) };
                 Ok(Pushed { out, closing: sse.is_closing() })
             }
-            Stage::Chat(chat) => chat.get().push_item(py, item),
+            Stage::Sdk(sdk) => sdk.get().push_item(py, item),
             Stage::Python(stage) => {
                 let stage = stage.bind(py);
                 let out = stage.call_method1(pyo3::intern!(py, "push"), (item,))?;
@@ -112,7 +112,7 @@ impl Stage {
     pub(super) fn owed(&self, py: Python<'_>) -> PyResult<Option<PyErr>> {
         match self {
             Stage::Filter(filter) => filter.bind(py).as_super().get().stage_owed(py),
-            Stage::Sse(_) | Stage::Chat(_) | Stage::Python(_) => Ok(None),
+            Stage::Sse(_) | Stage::Sdk(_) | Stage::Python(_) => Ok(None),
         }
     }
 
@@ -129,7 +129,7 @@ impl Stage {
                 let out = (!out.as_bytes().is_empty()).then(|| out.into_any().unbind());
                 Ok((out.into_iter().collect(), None))
             }
-            Stage::Chat(chat) => Ok((chat.get().end_items(py)?, None)),
+            Stage::Sdk(sdk) => Ok((sdk.get().end_items(py)?, None)),
             Stage::Python(stage) => {
                 let owed = stage.bind(py).call_method0(pyo3::intern!(py, "end"))?;
                 let items = owed.try_iter()?.map(|item| item.map(Bound::unbind));
