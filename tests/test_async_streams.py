@@ -158,6 +158,44 @@ def test_stream_examples() -> None:
 # Closing the upstream
 
 
+class _DynamicAclose:
+    """An async iterator whose ``aclose`` comes from ``__getattr__``."""
+
+    def __init__(self, items: list[str]) -> None:
+        self._items = iter(items)
+        self.closed = 0
+
+    def __aiter__(self) -> _DynamicAclose:
+        return self
+
+    async def __anext__(self) -> str:
+        try:
+            return next(self._items)
+        except StopIteration:
+            raise StopAsyncIteration from None
+
+    def __getattr__(self, name: str) -> Any:
+        if name != "aclose":
+            raise AttributeError(name)
+
+        async def aclose() -> None:
+            self.closed += 1
+
+        return aclose
+
+
+def test_aclose_is_looked_up_by_the_attribute_protocol() -> None:
+    upstream = _DynamicAclose(["a", "b"])
+
+    async def main() -> None:
+        s = awrap(upstream, None)
+        assert await s.__anext__() == "a"
+        await s.aclose()
+
+    run(main())
+    assert upstream.closed == 1
+
+
 def test_stop_closes_upstream_before_yielding_last_piece() -> None:
     async def main() -> None:
         source = AsyncCountingSource(["Hello", " world</answer> tail", "never pulled"])

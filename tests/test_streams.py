@@ -245,6 +245,47 @@ def test_break_then_close() -> None:
     assert (source.closed, source.iterator.closed) == (1, 1)
 
 
+class _DynamicClose:
+    """An iterator whose ``close`` comes from ``__getattr__``, or whose lookup of it raises."""
+
+    def __init__(self, items: list[str], lookup_error: Exception | None = None) -> None:
+        self._items = iter(items)
+        self.closed = 0
+        self._error = lookup_error
+
+    def __iter__(self) -> _DynamicClose:
+        return self
+
+    def __next__(self) -> str:
+        return next(self._items)
+
+    def __getattr__(self, name: str) -> Any:
+        if name != "close":
+            raise AttributeError(name)
+        if self._error is not None:
+            raise self._error
+
+        def close() -> None:
+            self.closed += 1
+
+        return close
+
+
+def test_close_is_looked_up_by_the_attribute_protocol() -> None:
+    # Found through ``__getattr__`` (not the type): called once.
+    upstream = _DynamicClose(["a", "b"])
+    s = wrap(upstream, None)
+    assert next(s) == "a"
+    s.close()
+    assert upstream.closed == 1
+    # A lookup that fails with another error than AttributeError is the close's failure.
+    failing = _DynamicClose(["a", "b"], RuntimeError("no lookup"))
+    s = wrap(failing, None)
+    assert next(s) == "a"
+    with pytest.raises(RuntimeError, match="no lookup"):
+        s.close()
+
+
 def test_break_then_close_generator() -> None:
     log = GeneratorLog()
     s = wrap(logging_generator(["a", "b", "c"], log), None)
