@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -710,3 +710,98 @@ def test_sdk_messages_after_a_drained_stop_no_block_is_fed() -> None:
     python = run(SyncAdapterStream[Any](events, ModelDriver(machine, _rebuild)))
     same_objects(native, python, events)
     assert "late" not in repr([e.model_dump() for e in native])
+
+
+class _AttrDict(dict[str, Any]):
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class _AttrMapping(Mapping[str, Any]):
+    """A mapping that also answers attribute reads, as an SDK object does."""
+
+    def __init__(self, value: dict[str, Any]) -> None:
+        self._value = {k: _AttrDict(v) if isinstance(v, dict) else v for k, v in value.items()}
+
+    def __getitem__(self, key: str) -> Any:
+        return self._value[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._value)
+
+    def __len__(self) -> int:
+        return len(self._value)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.__dict__["_value"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def test_sdk_stage_leaves_mappings_to_the_machine() -> None:
+    # Events that are mappings become dicts, whatever attributes they also answer: a released
+    # text is not rebuilt with the SDK's model_copy.
+    def delta(text: str) -> dict[str, Any]:
+        return {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": text},
+        }
+
+    values = [
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        delta("hello ST"),
+        delta("x world"),
+        {"type": "content_block_stop", "index": 0},
+    ]
+    out: list[Any] = list(wrap_messages([_AttrMapping(v) for v in values], ["STOP"]))
+    texts = [dict(e["delta"])["text"] for e in out if e["type"] == "content_block_delta"]
+    assert texts == ["hello ", "STx world"]
+    assert all(type(e) is dict for e in out[1:3])
+    chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    chunks = [
+        _AttrMapping(
+            {
+                **chunk,
+                "usage": None,
+                "choices": [_AttrDict(index=0, finish_reason=None, delta=_AttrDict(content=t))],
+            }
+        )
+        for t in ["hello ST", "x world"]
+    ]
+    emitted: list[Any] = list(wrap_chat(chunks, ["STOP"]))
+    assert [type(c) for c in emitted] == [dict, dict]
+
+
+def test_sse_stage_keeps_its_table_when_the_state_cannot_be_read() -> None:
+    # A state that fails to read is an error, and the stage's tables stay as they were: both
+    # choices' filters, not the core's table of two streams beside one filter.
+    from stopstream._core import StopFilter, _SSEStage
+
+    class Driver:
+        def __init__(self) -> None:
+            self.calls = 0
+            self.filters = [StopFilter(["STOP"]), StopFilter(["STOP"])]
+
+        def _state(self) -> tuple[bool, bool, list[tuple[Any, ...]], None]:
+            self.calls += 1
+            second: Any = self.filters[1] if self.calls == 1 else "no filter"
+            return True, False, [(0, self.filters[0]), (1, second)], None
+
+        def _slow(self, event: Any, eol: bytes, seen: Any) -> bytes:
+            return b""
+
+    class Event:
+        def __init__(self, *_: Any) -> None:
+            pass
+
+    stage = _SSEStage(Driver(), "chat", Event)
+    with pytest.raises(TypeError):
+        stage.push(b"data: [DONE]\n\n")
+    for index in (0, 1):
+        event = b'data: {"choices":[{"index":%d,"delta":{"content":"x"}}]}\n\n' % index
+        assert stage.push(event) == event

@@ -43,9 +43,9 @@ class AsyncStopStream(AsyncPull[_Chunk]):
             raise TypeError(f"chunks must be an async iterable, not {type(chunks).__name__}")
         if errors not in ("strict", "replace"):
             raise ValueError(f"errors must be 'strict' or 'replace', not {errors!r}")
-        # The stage is ``wrap``'s own filter: a native stream over no upstream, which the
-        # native driver feeds item by item (no Python call per item), and whose errors and
-        # attributes are ``wrap``'s.
+        # The stage is ``wrap``'s own filter: a native stream over an empty upstream (never
+        # pulled), which the native driver feeds item by item (no Python call per item), and
+        # whose errors and attributes are ``wrap``'s.
         compiled = stop_set(stops, include_stop, skip, skip_until)
         self._filter: StopStream[Any] = StopStream((), compiled, errors=errors)
         super().__init__(chunks, self._filter)

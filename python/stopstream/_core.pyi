@@ -609,7 +609,7 @@ class AsyncDriver:
         """An unstarted driver; the subclass's ``__init__`` calls ``_start``."""
     def _start(self, iterator: Any, source: Any, stage: Any) -> None:
         """Set the upstream iterator, the object given (``None`` when it is the iterator)
-        and the stage (a Python stage, or a ``StopStream`` over no upstream: the built-in
+        and the stage (a Python stage, or a ``StopStream`` over an empty upstream: the built-in
         filter, fed natively). Once only.
 
         Raises:
@@ -686,7 +686,7 @@ class _SDKStage:
         sdk: Literal["chat", "messages"],
     ) -> Self:
         """``driver``: a ``ModelDriver`` (``push``, ``end``, ``closing``); ``open``: the
-        filters of the open text streams, by index, which the driver keeps; ``replace(event,
+        filters of the open text streams, by index, which only the driver's side writes; ``replace(event,
         text)``: the event with its text replaced; ``sdk``: whose events they are."""
     def push(self, item: Any) -> list[Any]:
         """Feeds one event; returns the events to emit."""

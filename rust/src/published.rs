@@ -68,29 +68,29 @@ impl Published {
         Report::unpack(self.word.load(Ordering::Acquire))
     }
 
-    /// A composed list's matched text, once a stop fired (`None` for a literal list, whose
-    /// stop is named by its index).
+    /// The report, and a composed list's matched text once a stop fired (`None` for a literal
+    /// list, whose stop is named by its index).
     #[must_use]
-    pub fn matched(&self) -> Option<Vec<u8>> {
+    pub fn matched(&self) -> (Report, Option<Vec<u8>>) {
         let report = self.report();
         if !report.composed || !matches!(report.status, Status::Stopped(_)) {
-            return None;
+            return (report, None);
         }
-        self.composed.lock().unwrap_or_else(PoisonError::into_inner).1.clone()
+        (report, self.composed.lock().unwrap_or_else(PoisonError::into_inner).1.clone())
     }
 
-    /// The text held back (and a bytes stream's incomplete character); `set` is the literal
-    /// list the stream runs over.
+    /// The report, and the text held back (with a bytes stream's incomplete character); `set`
+    /// is the literal list the stream runs over.
     #[must_use]
-    pub fn pending(&self, set: &StopSet, include_stop: bool) -> Vec<u8> {
+    pub fn pending(&self, set: &StopSet, include_stop: bool) -> (Report, Vec<u8>) {
         let report = self.report();
         let mut held = Vec::new();
         if report.status != Status::Open {
-            return held;
+            return (report, held);
         }
         if report.composed {
             held.extend_from_slice(&self.composed.lock().unwrap_or_else(PoisonError::into_inner).0);
-            return held;
+            return (report, held);
         }
         if !include_stop {
             held.extend_from_slice(set.held(report.state_id));
@@ -99,7 +99,7 @@ impl Published {
             let (tail, len) = unpack_tail(self.tail.load(Ordering::Relaxed));
             held.extend_from_slice(&tail[..len]);
         }
-        held
+        (report, held)
     }
 }
 
@@ -117,11 +117,11 @@ mod tests {
         let mut f = Filter::new(&stops, true, false, false);
         f.feed(b"a ST\xc3").unwrap();
         p.publish(Some(&f));
-        assert_eq!(p.pending(set, false), b"ST\xc3");
-        assert_eq!(p.matched(), None);
+        assert_eq!(p.pending(set, false).1, b"ST\xc3");
+        assert_eq!(p.matched().1, None);
         f.feed(b"\xa9OP").unwrap();
         p.publish(Some(&f));
-        assert!(p.pending(set, false).is_empty());
+        assert!(p.pending(set, false).1.is_empty());
     }
 
     #[test]
@@ -132,11 +132,11 @@ mod tests {
         let mut f = Filter::new(&stops, false, false, false);
         f.feed(b"abb").unwrap();
         p.publish(Some(&f));
-        assert_eq!(p.pending(crate::StopSet::none(), false), b"bb");
+        assert_eq!(p.pending(crate::StopSet::none(), false).1, b"bb");
         f.feed(b"c").unwrap();
         p.publish(Some(&f));
         assert_eq!(p.report().status, Status::Stopped(0));
-        assert_eq!(p.matched().as_deref(), Some(&b"bbc"[..]));
-        assert!(p.pending(crate::StopSet::none(), false).is_empty());
+        assert_eq!(p.matched().1.as_deref(), Some(&b"bbc"[..]));
+        assert!(p.pending(crate::StopSet::none(), false).1.is_empty());
     }
 }

@@ -11,15 +11,17 @@
 //! `replace` (the one call into Python, only when the text changed; a Messages delta held back
 //! whole is not emitted). So a common event makes no Python call at all; a Python stage made
 //! three (its `push`, its `closing`, and its filter's feed). Anything else (a `dict`, an event
-//! of another shape, a stop) goes to the Python driver. The driver need not hear of an event
-//! handled here: the events it synthesizes follow a stop, whose event it saw, and after a stop
-//! its table is empty, so nothing more is handled here.
+//! of another shape, a mapping, a stop) goes to the Python driver. The driver need not hear of
+//! an event handled here: what it synthesizes follows a stop, and is built from the event that
+//! fired it, which it saw (a Messages table is empty once a stop fired; a Chat stream's other
+//! choices go on here, and their chunks are of the class of the one it saw).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use pyo3::exceptions::PyValueError;
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyInt, PyList, PyString};
 use pyo3::{intern, PyTraverseError};
 
@@ -48,6 +50,8 @@ pub(super) struct SdkStage {
     replace: Py<PyAny>,
     /// The driver's `closing`, read after each call into it (only its calls change it).
     closing: AtomicBool,
+    /// Per class of the events seen: whether it is an SDK object ([`SdkStage::is_model`]).
+    known: Py<PyDict>,
 }
 
 impl SdkStage {
@@ -63,7 +67,7 @@ impl SdkStage {
                 o.cast_exact::<PyString>().is_ok_and(|s| s.to_str().is_ok_and(|s| s == value))
             })
         };
-        if item.is_instance_of::<PyDict>() {
+        if item.is_instance_of::<PyDict>() || !self.is_model(item)? {
             return Ok(None);
         }
         let (index, holder, field) = match self.sdk {
@@ -100,6 +104,24 @@ impl SdkStage {
         let Ok(text) = text.cast_into_exact::<PyString>() else { return Ok(None) };
         let Some(filter) = self.open.bind(py).get_item(index)? else { return Ok(None) };
         Ok(filter.cast_into::<StopFilter>().ok().map(|f| (text, f)))
+    }
+
+    /// Whether `item` is an SDK object rather than a mapping (whose events the driver turns
+    /// into dicts), by its class: cached, since an ABC check costs more than the rest of the
+    /// common event.
+    fn is_model(&self, item: &Bound<'_, PyAny>) -> PyResult<bool> {
+        static MAPPING: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        let py = item.py();
+        let (known, class) = (self.known.bind(py), item.get_type());
+        if let Some(model) = known.get_item(&class)? {
+            return model.is_truthy();
+        }
+        let mapping = MAPPING.get_or_try_init(py, || {
+            py.import("collections.abc")?.getattr("Mapping").map(Bound::unbind)
+        })?;
+        let model = !class.is_subclass(mapping.bind(py))?;
+        known.set_item(class, model)?;
+        Ok(model)
     }
 
     /// Feeds one event.
@@ -147,7 +169,13 @@ impl SdkStage {
 #[pymethods]
 impl SdkStage {
     #[new]
-    fn new(driver: Py<PyAny>, open: Py<PyDict>, replace: Py<PyAny>, sdk: &str) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        driver: Py<PyAny>,
+        open: Py<PyDict>,
+        replace: Py<PyAny>,
+        sdk: &str,
+    ) -> PyResult<Self> {
         let sdk = match sdk {
             "chat" => Sdk::Chat,
             "messages" => Sdk::Messages,
@@ -157,7 +185,8 @@ impl SdkStage {
                 )))
             }
         };
-        Ok(SdkStage { sdk, driver, open, replace, closing: AtomicBool::new(false) })
+        let known = PyDict::new(py).unbind();
+        Ok(SdkStage { sdk, driver, open, replace, closing: AtomicBool::new(false), known })
     }
 
     /// Feeds one event (the stage protocol; the drivers call it natively): the events to emit.
@@ -183,6 +212,7 @@ impl SdkStage {
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.driver)?;
         visit.call(&self.open)?;
-        visit.call(&self.replace)
+        visit.call(&self.replace)?;
+        visit.call(&self.known)
     }
 }

@@ -1,8 +1,9 @@
 //! The raw-FFI island of the bindings: the slots PyO3 cannot declare. The async driver's
 //! awaitable, `AsyncPullStep`, gets `am_send` (and `am_await` without a method call); it and
 //! the sync driver, `SyncDriver` (with `StopStream`, its subclass), get a finalizer and the
-//! `tp_dealloc` that runs it. Also the interpreter's finalizing flag. Everything here writes
-//! into, or is called through, a type object PyO3 made.
+//! `tp_dealloc` that runs it; the slots write into, or are called through, a type object PyO3
+//! made. Also the interpreter's finalizing flag, and the attribute lookup that raises no
+//! `AttributeError` for a missing attribute.
 //!
 //! Checked against CPython 3.10.13, 3.11.7, 3.12.1 and 3.13.0 (`.ci/pythons` builds and tests
 //! each) with PyO3 0.30.1. The one layout assumption, that PyO3 makes `AsyncPullStep` a heap

@@ -131,14 +131,14 @@ impl SSEStage {
         Ok(PyBytes::new(py, &out))
     }
 
-    /// Reads the driver's state after it handled an event.
+    /// Reads the driver's state after it handled an event. The tables change only once the
+    /// whole state has been read, so a state that fails to read leaves them as they were.
     fn sync(&self, py: Python<'_>, st: &mut StageState) -> PyResult<()> {
         let state = self.driver.bind(py).call_method0(pyo3::intern!(py, "_state"))?;
         let (fast, closing, table, floor): (bool, bool, Bound<'_, PyList>, Option<i64>) =
             state.extract()?;
-        self.closing.store(closing, Ordering::Release);
-        st.table.clear();
         let mut open = Vec::with_capacity(table.len());
+        let mut handles = Vec::with_capacity(table.len());
         for entry in table.iter() {
             let entry = entry.cast_into::<PyTuple>()?;
             let id = entry.get_item(0)?;
@@ -155,8 +155,10 @@ impl SSEStage {
                 _ => Some(entry.get_item(2)?.cast_into::<PyList>()?.unbind()),
             };
             open.push(Open { ids, id_count, records: sink.is_some() });
-            st.table.push((filter, sink));
+            handles.push((filter, sink));
         }
+        self.closing.store(closing, Ordering::Release);
+        st.table = handles;
         st.common.set_table(fast, open, floor.unwrap_or(i64::MAX));
         Ok(())
     }

@@ -13,7 +13,7 @@ use super::stream::StopStream;
 
 /// A driver's stage.
 pub(super) enum Stage {
-    /// The built-in filter of `awrap` (a `StopStream` over no upstream). The sync driver
+    /// The built-in filter of `awrap` (a `StopStream` over an empty upstream, never pulled). The sync driver
     /// holds its filter inline instead.
     Filter(Py<StopStream>),
     /// The native SSE stage of `stopstream.sse`.

@@ -587,10 +587,10 @@ impl StopStream {
     #[getter]
     fn stop_sequence(slf: &Bound<'_, Self>) -> PyResult<Option<Py<PyAny>>> {
         let (this, py) = (base(slf), slf.py());
-        if let Some(matched) = this.published.matched() {
-            return Ok(Some(make_str(py, &matched)?.into_any().unbind()));
+        match this.published.matched() {
+            (_, Some(matched)) => Ok(Some(make_str(py, &matched)?.into_any().unbind())),
+            (report, None) => Ok(stop_sequence(py, &this.stops, report.status)),
         }
-        Ok(stop_sequence(py, &this.stops, this.published.report().status))
     }
 
     #[getter]
@@ -606,8 +606,8 @@ impl StopStream {
     #[getter]
     fn pending<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         let (this, py) = (base(slf), slf.py());
-        let held = this.published.pending(this.stops.set(), this.include_stop);
-        if this.published.report().bytes {
+        let (report, held) = this.published.pending(this.stops.set(), this.include_stop);
+        if report.bytes {
             return Ok(PyBytes::new(py, &held).into_any());
         }
         Ok(make_str(py, &held)?.into_any())
