@@ -805,3 +805,30 @@ def test_sse_stage_keeps_its_table_when_the_state_cannot_be_read() -> None:
     for index in (0, 1):
         event = b'data: {"choices":[{"index":%d,"delta":{"content":"x"}}]}\n\n' % index
         assert stage.push(event) == event
+
+
+def test_sse_stage_in_a_reference_cycle_is_collected() -> None:
+    import gc
+    import weakref
+
+    from stopstream._core import StopFilter, _SSEStage
+
+    class Driver:
+        stage: Any = None
+
+        def __init__(self) -> None:
+            self.filter = StopFilter(["STOP"])
+
+        def _state(self) -> tuple[bool, bool, list[tuple[Any, ...]], None]:
+            return True, False, [(0, self.filter)], None
+
+    class Event:
+        def __init__(self, *_: Any) -> None:
+            pass
+
+    driver = Driver()
+    driver.stage = _SSEStage(driver, "chat", Event)
+    gone = weakref.ref(driver)
+    del driver
+    gc.collect()
+    assert gone() is None

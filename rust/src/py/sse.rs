@@ -12,8 +12,10 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+use pyo3::PyTraverseError;
 
 use super::convert::chunk_bytes;
 use super::errors::type_name;
@@ -254,6 +256,21 @@ impl SSEStage {
             items.append(out)?;
         }
         Ok(items)
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.driver)?;
+        visit.call(&self.event)?;
+        // SAFETY: the collector calls `tp_traverse` on an attached thread, which is what the
+        // lock relies on; a stage in use is reachable anyway.
+        #[allow(unsafe_code)]
+        if let Some(st) = unsafe { self.state.try_acquire() } {
+            for (filter, sink) in &st.table {
+                visit.call(filter)?;
+                visit.call(sink.as_ref())?;
+            }
+        }
+        Ok(())
     }
 
     /// Some of an unfinished block has been received.
