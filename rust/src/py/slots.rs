@@ -74,7 +74,9 @@ pub(super) fn optional_attr<'py>(
         }
     }
     #[cfg(any(Py_LIMITED_API, PyPy, GraalPy))]
-    object.getattr_opt(name)
+    {
+        object.getattr_opt(name)
+    }
 }
 
 /// A native type with a finalizer: what it does when the collector (or its dealloc) finalizes
