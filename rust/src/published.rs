@@ -34,7 +34,11 @@ impl Published {
     }
 
     /// Publishes `filter`'s report, or (`None`) that the stream has not started.
-    #[inline]
+    #[allow(
+        clippy::inline_always,
+        reason = "after every chunk of `wrap`: out of line it was 43 instructions of a 4-stop chunk's 646, against 27 inline (callgrind)"
+    )]
+    #[inline(always)]
     pub fn publish(&self, filter: Option<&Filter>) {
         let Some(f) = filter else {
             self.word.store(Report::UNSTARTED.pack(), Ordering::Release);
