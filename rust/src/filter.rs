@@ -212,6 +212,7 @@ impl Filter {
     }
 
     /// The decoded text held back right now.
+    #[inline]
     pub fn held(&self) -> &[u8] {
         match &self.kind {
             Kind::Text(s, t) => t.held(s),
@@ -222,6 +223,7 @@ impl Filter {
     }
 
     /// The incomplete character carried at the end of raw input (0 to 3 bytes).
+    #[inline]
     pub fn tail(&self) -> &[u8] {
         match &self.kind {
             Kind::Bytes(_, b) => b.tail(),
