@@ -47,8 +47,8 @@ impl Published {
         let report = f.report();
         if report.composed {
             // Nearly every chunk of a composed list: open, nothing held now or before, so
-            // nothing to copy (a call and the held text's lookups otherwise: 66 of a chunk's
-            // 844 instructions with `skip_until`, callgrind).
+            // nothing to copy (a call and the held text's lookups otherwise: 66 instructions a
+            // chunk, callgrind).
             let clear = report.status == Status::Open
                 && !self.composed_set.load(Ordering::Relaxed)
                 && f.held().is_empty()
