@@ -120,21 +120,23 @@ def chat_events(draw: st.DrawFn, n: int) -> list[list[str]]:
     return events
 
 
+MESSAGE_START: dict[str, Any] = {
+    "type": "message_start",
+    "message": {
+        "id": "m",
+        "type": "message",
+        "role": "assistant",
+        "content": [],
+        "model": "x",
+        "usage": {"input_tokens": 5, "output_tokens": 1},
+    },
+}
+
+
 @st.composite
 def messages_events(draw: st.DrawFn) -> list[list[str]]:
     """The lines of each event of a Messages body."""
-    start = {
-        "type": "message_start",
-        "message": {
-            "id": "m",
-            "type": "message",
-            "role": "assistant",
-            "content": [],
-            "model": "x",
-            "usage": {"input_tokens": 5, "output_tokens": 1},
-        },
-    }
-    events: list[dict[str, Any]] = [start]
+    events: list[dict[str, Any]] = [MESSAGE_START]
     kinds = draw(
         st.lists(st.sampled_from(["text", "text", "thinking", "tool_use"]), min_size=1, max_size=3)
     )
@@ -687,16 +689,8 @@ def test_sdk_messages_after_a_drained_stop_no_block_is_fed() -> None:
             "content_block": {"type": "text", "text": ""},
         }
 
-    message = {
-        "id": "m",
-        "type": "message",
-        "role": "assistant",
-        "content": [],
-        "model": "x",
-        "usage": {"input_tokens": 5, "output_tokens": 1},
-    }
     values = [
-        {"type": "message_start", "message": message},
+        MESSAGE_START,
         start(0),
         delta(0, "a"),
         start(1),
