@@ -8,7 +8,8 @@
 use super::{splice, Found, Parser, Scan, Scanner, Shape, CHAT, GEMINI, MESSAGES, RESPONSES};
 use crate::Saved;
 
-/// The provider whose body is read: one table each in [`super::shape`], and what else differs.
+/// The provider whose body is read: its table of fields ([`super::Shape`]), and what else
+/// differs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Provider {
     /// OpenAI Chat Completions.
