@@ -686,8 +686,9 @@ class _SDKStage:
         sdk: Literal["chat", "messages"],
     ) -> Self:
         """``driver``: a ``ModelDriver`` (``push``, ``end``, ``closing``); ``open``: the
-        filters of the open text streams, by index, which only the driver's side writes; ``replace(event,
-        text)``: the event with its text replaced; ``sdk``: whose events they are."""
+        filters of the open text streams, by index, which only the driver's side writes;
+        ``replace(event, text)``: the event with its text replaced; ``sdk``: whose events they
+        are."""
     def push(self, item: Any) -> list[Any]:
         """Feeds one event; returns the events to emit."""
     @property

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyIterator, PyString};
 
-use super::convert::{bytes_out, chunk_utf8, joined_str, CHUNK_STACK};
+use super::convert::{bytes_out, chunk_utf8, exact_ascii, joined_str, CHUNK_STACK};
 use super::errors::map_error;
 use super::stream::{Mode, StreamState, SyncDriver};
 use crate::{Action, Status};
@@ -215,31 +215,5 @@ pub(super) fn pull<'py>(
             };
         }
         Some(Ok(Bound::from_owned_ptr(py, raw)))
-    }
-}
-
-/// The UTF-8 of a `str` that is ASCII, read in place from its header's flag (no scan); `None`
-/// otherwise.
-#[inline]
-fn exact_ascii<'a>(text: &'a Bound<'_, PyString>) -> Option<&'a [u8]> {
-    #[cfg(not(any(Py_LIMITED_API, PyPy, GraalPy, Py_3_14)))]
-    {
-        use pyo3::ffi;
-        let p = text.as_ptr();
-        // SAFETY: `p` is a `str`; a compact ASCII string's characters follow its header,
-        // `length` bytes long, alive as long as `text`.
-        #[allow(unsafe_code)]
-        unsafe {
-            if ffi::PyUnicode_IS_COMPACT_ASCII(p) != 0 {
-                let len = usize::try_from(ffi::PyUnicode_GET_LENGTH(p)).unwrap_or(0);
-                return Some(std::slice::from_raw_parts(ffi::PyUnicode_DATA(p).cast::<u8>(), len));
-            }
-        }
-        None
-    }
-    #[cfg(any(Py_LIMITED_API, PyPy, GraalPy, Py_3_14))]
-    {
-        let _ = text;
-        None
     }
 }
