@@ -22,12 +22,25 @@ pub(super) fn str_bytes<'a>(s: &'a Bound<'_, PyString>) -> PyResult<Cow<'a, [u8]
 pub(super) const CHUNK_STACK: usize = 256;
 
 /// UTF-8 bytes of a `str` chunk, without making CPython build (and keep) a UTF-8 copy of a
-/// non-ASCII string, which is a heap allocation per chunk: the code points are encoded into
-/// `stack` (lone surrogates as `surrogatepass` does). ASCII strings are read in place; long
-/// chunks and other interpreters go through `str_bytes`.
+/// non-ASCII string, which is a heap allocation per chunk: ASCII strings are read in place,
+/// others have their code points encoded into `stack` (lone surrogates as `surrogatepass`
+/// does), made only then: clearing it costs a sixth of an ASCII chunk's path. Long chunks and
+/// other interpreters go through `str_bytes`.
+#[inline]
 pub(super) fn chunk_utf8<'a>(
     s: &'a Bound<'_, PyString>,
-    stack: &'a mut [u8; CHUNK_STACK],
+    stack: &'a mut Option<[u8; CHUNK_STACK]>,
+) -> PyResult<Cow<'a, [u8]>> {
+    match exact_ascii(s) {
+        Some(ascii) => Ok(Cow::Borrowed(ascii)),
+        None => encoded_utf8(s, stack),
+    }
+}
+
+/// [`chunk_utf8`] of a `str` that is not compact ASCII.
+fn encoded_utf8<'a>(
+    s: &'a Bound<'_, PyString>,
+    stack: &'a mut Option<[u8; CHUNK_STACK]>,
 ) -> PyResult<Cow<'a, [u8]>> {
     #[cfg(all(not(any(Py_LIMITED_API, PyPy, GraalPy)), target_endian = "little"))]
     {
@@ -38,8 +51,13 @@ pub(super) fn chunk_utf8<'a>(
         #[allow(unsafe_code)]
         let data = unsafe { s.data() };
         if let Ok(data) = data {
+            if let PyStringData::Ucs1(d) = data {
+                if d.is_ascii() {
+                    return Ok(Cow::Borrowed(d));
+                }
+            }
+            let stack = stack.insert([0; CHUNK_STACK]);
             let n = match data {
-                PyStringData::Ucs1(d) if d.is_ascii() => return Ok(Cow::Borrowed(d)),
                 PyStringData::Ucs1(d) => crate::encode_code_points(d, stack),
                 PyStringData::Ucs2(d) => crate::encode_code_points(d, stack),
                 PyStringData::Ucs4(d) => crate::encode_code_points(d, stack),
@@ -195,7 +213,7 @@ pub(super) fn bytes_out<'py>(
 /// The UTF-8 of a `str` that is ASCII, read in place from its header's flag (no scan); `None`
 /// otherwise.
 #[inline]
-pub(super) fn exact_ascii<'a>(text: &'a Bound<'_, PyString>) -> Option<&'a [u8]> {
+fn exact_ascii<'a>(text: &'a Bound<'_, PyString>) -> Option<&'a [u8]> {
     #[cfg(not(any(Py_LIMITED_API, PyPy, GraalPy, Py_3_14)))]
     {
         use pyo3::ffi;

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyIterator, PyString};
 
-use super::convert::{bytes_out, chunk_utf8, exact_ascii, joined_str, CHUNK_STACK};
+use super::convert::{bytes_out, chunk_utf8, joined_str};
 use super::errors::map_error;
 use super::stream::{Mode, StreamState, SyncDriver};
 use crate::{Action, Status};
@@ -85,8 +85,8 @@ impl SyncDriver {
 impl SyncDriver {
     /// `awrap`'s step over the built-in filter (a `StopStream` over an empty upstream, never
     /// pulled: the async driver's stage), for an exact `str` (or, over bytes, `bytes`) chunk:
-    /// `wrap`'s fast path without the pull. A chunk that passes through whole is handed back as is, and leaves the
-    /// report as it was (open, nothing held), so nothing is published. `None` for any other
+    /// `wrap`'s fast path without the pull. A chunk that passes through whole is handed back
+    /// as is, and leaves the report as it was (open, nothing held), so nothing is published. `None` for any other
     /// item (or before the first), which the general step takes. With the output, whether a
     /// stop fired. Through the general step an item took about 250 more instructions
     /// (callgrind).
@@ -137,7 +137,7 @@ fn feed_exact<'py>(
     let bytes = if bytes_stream {
         Cow::Borrowed(item.cast_exact::<PyBytes>().ok()?.as_bytes())
     } else {
-        str_chunk(item, &mut stack)?
+        chunk_utf8(item.cast_exact::<PyString>().ok()?, &mut stack).ok()?
     };
     // An empty chunk is fed (it releases nothing) rather than handed on.
     if !bytes.is_empty() && f.pass_whole(&bytes) {
@@ -170,21 +170,6 @@ enum Fast<'py> {
     Then(Action<Py<PyAny>, PyErr>),
     /// With something pulled that the general path takes from here.
     Pulled(Pulled<'py>),
-}
-
-/// The UTF-8 of an exact `str` chunk: read in place when ASCII, else encoded into `stack`
-/// (made only then: clearing it costs a sixth of an ASCII chunk's path). `None` for any other
-/// item, which the general path takes.
-#[inline]
-fn str_chunk<'a>(
-    item: &'a Bound<'_, PyAny>,
-    stack: &'a mut Option<[u8; CHUNK_STACK]>,
-) -> Option<Cow<'a, [u8]>> {
-    let text = item.cast_exact::<PyString>().ok()?;
-    if let Some(bytes) = exact_ascii(text) {
-        return Some(Cow::Borrowed(bytes));
-    }
-    chunk_utf8(text, stack.insert([0; CHUNK_STACK])).ok()
 }
 
 /// The next item of the upstream, without the reference count round trip of `Bound::next`.

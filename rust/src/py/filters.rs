@@ -5,9 +5,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString, PyTuple};
 
-use super::convert::{
-    bytes_out, chunk_bytes, chunk_utf8, exact_ascii, make_str, str_out, CHUNK_STACK,
-};
+use super::convert::{bytes_out, chunk_bytes, chunk_utf8, make_str, str_out};
 use super::errors::{map_error, parse_errors, type_name};
 use super::lock;
 use super::stopset::{
@@ -86,12 +84,8 @@ impl StopFilter {
             };
             PyTypeError::new_err(format!("feed() takes str, not {}{hint}", type_name(text)))
         })?;
-        // An ASCII chunk is read in place; the stack is made (and cleared) only for others.
         let mut stack = None;
-        let bytes = match exact_ascii(text) {
-            Some(ascii) => std::borrow::Cow::Borrowed(ascii),
-            None => chunk_utf8(text, stack.insert([0; CHUNK_STACK]))?,
-        };
+        let bytes = chunk_utf8(text, &mut stack)?;
         let mut st = lock(py, &self.state)?;
         let out = match st.feed(&bytes) {
             Ok(out) => out,

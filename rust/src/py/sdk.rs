@@ -25,7 +25,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyInt, PyList, PyString};
 use pyo3::{intern, PyTraverseError};
 
-use super::convert::{chunk_utf8, make_str, CHUNK_STACK};
+use super::convert::{chunk_utf8, make_str};
 use super::filters::StopFilter;
 use super::stage::{Out, Pushed};
 
@@ -131,7 +131,7 @@ impl SdkStage {
         item: &Bound<'py, PyAny>,
     ) -> PyResult<Pushed<'py>> {
         if let Some((text, filter)) = self.common(py, item)? {
-            let mut stack = [0u8; CHUNK_STACK];
+            let mut stack = None;
             let bytes = chunk_utf8(&text, &mut stack)?;
             let mut out = Vec::new();
             if filter.get().feed_unless_stop(py, &bytes, &mut out)?.is_some() {

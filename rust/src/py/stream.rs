@@ -10,7 +10,7 @@ use pyo3::types::{PyBytes, PyDict, PyIterator, PyString, PyTuple};
 use pyo3::PyTraverseError;
 
 use super::awaits::is_awaitable;
-use super::convert::{bytes_out, chunk_bytes, chunk_utf8, make_str, str_out, CHUNK_STACK};
+use super::convert::{bytes_out, chunk_bytes, chunk_utf8, make_str, str_out};
 use super::errors::{map_error, parse_errors, type_name};
 use super::fast::{pull, Pulled};
 use super::slots::optional_attr;
@@ -266,7 +266,7 @@ impl SyncDriver {
                     type_name(item)
                 )));
             };
-            let mut stack = [0u8; CHUNK_STACK];
+            let mut stack = None;
             let bytes = chunk_utf8(text, &mut stack)?;
             let out = match f.feed(&bytes) {
                 Ok(out) => out,
