@@ -21,12 +21,12 @@ from stopstream._core import (
     StopStream,
     TokenPiece,
     TokenStopFilter,
-    Vocab,
     __version__,
     feed_batch,
     truncate,
 )
 from stopstream._types import StopReason, Stops, TokenStopReason
+from stopstream._vocab import Vocab
 from stopstream._wrap import wrap
 
 __all__ = [

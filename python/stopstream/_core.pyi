@@ -438,9 +438,10 @@ def truncate(
         ValueError: a stop is empty, or ``include_stop`` differs from the set's.
     """
 
-@final
+@disjoint_base
 class Vocab:
-    """A tokenizer's vocabulary: token id to bytes, in one contiguous buffer.
+    """A tokenizer's vocabulary: token id to bytes, in one contiguous buffer (``stopstream.Vocab``
+    adds the constructors that read a tokenizer object).
 
     ``tokens[i]`` is id ``i``'s bytes (``None`` leaves the id unassigned: feeding it is an
     error); ``special`` ids contribute no text, as when decoding with special tokens skipped.
@@ -455,16 +456,6 @@ class Vocab:
         special: Iterable[int] | None = None,
         strip_leading_space: bool = False,
     ) -> Self: ...
-    @classmethod
-    def from_tiktoken(cls, encoding: object) -> Vocab:
-        """The vocabulary of a ``tiktoken.Encoding`` (its holes stay unassigned; its special
-        tokens are special)."""
-    @classmethod
-    def from_tokenizers(cls, tokenizer: object) -> Vocab:
-        """The vocabulary of a Hugging Face ``tokenizers.Tokenizer`` (or a fast
-        ``transformers`` tokenizer): byte-level BPE (``ByteLevel`` decoder), ``Metaspace``, and
-        SentencePiece-style ``Replace``/``ByteFallback``/``Fuse``/``Strip`` chains. Any other
-        decoder is a ``ValueError`` naming it. Special added tokens are special."""
     def __len__(self) -> int:
         """The number of ids, assigned or not: valid ids are ``range(len(vocab))``."""
     def token_bytes(self, id: int) -> bytes | None:

@@ -1,6 +1,6 @@
-"""Token bytes out of tokenizer objects, for ``Vocab.from_tiktoken`` / ``Vocab.from_tokenizers``.
+"""``Vocab``, with its constructors that read token bytes out of tokenizer objects.
 
-Each function returns ``(tokens, special, strip_leading_space)``: every id's bytes in id order
+Each reader returns ``(tokens, special, strip_leading_space)``: every id's bytes in id order
 (``None`` for an unassigned id), the special ids (decoded as nothing, as with special tokens
 skipped), and whether the decoder drops the first space of the text. Neither library is
 imported here: the objects are read through their public (or stable) attributes.
@@ -13,9 +13,14 @@ import functools
 import json
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["byte_level_table", "tiktoken_tokens", "tokenizers_tokens"]
+from stopstream import _core
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+__all__ = ["Vocab", "byte_level_table", "tiktoken_tokens", "tokenizers_tokens"]
 
 Tokens = tuple[list[bytes | None], list[int], bool]
 
@@ -158,3 +163,31 @@ def tokenizers_tokens(tokenizer: Any) -> Tokens:
         tokens[i] = decode(token)
     special = sorted(a["id"] for a in config.get("added_tokens", []) if a.get("special"))
     return tokens, special, strip
+
+
+class Vocab(_core.Vocab):
+    """A tokenizer's vocabulary: token id to bytes, in one contiguous buffer.
+
+    ``tokens[i]`` is id ``i``'s bytes (``None`` leaves the id unassigned: feeding it is an
+    error); ``special`` ids contribute no text, as when decoding with special tokens skipped.
+    ``strip_leading_space`` drops one space at the very start of a stream's text, as
+    SentencePiece-style decoders do.
+    """
+
+    __slots__ = ()
+
+    @classmethod
+    def from_tiktoken(cls, encoding: object) -> Self:
+        """The vocabulary of a ``tiktoken.Encoding`` (its holes stay unassigned; its special
+        tokens are special)."""
+        tokens, special, strip = tiktoken_tokens(encoding)
+        return cls(tokens, special=special, strip_leading_space=strip)
+
+    @classmethod
+    def from_tokenizers(cls, tokenizer: object) -> Self:
+        """The vocabulary of a Hugging Face ``tokenizers.Tokenizer`` (or a fast
+        ``transformers`` tokenizer): byte-level BPE (``ByteLevel`` decoder), ``Metaspace``, and
+        SentencePiece-style ``Replace``/``ByteFallback``/``Fuse``/``Strip`` chains. Any other
+        decoder is a ``ValueError`` naming it. Special added tokens are special."""
+        tokens, special, strip = tokenizers_tokens(tokenizer)
+        return cls(tokens, special=special, strip_leading_space=strip)

@@ -6,15 +6,17 @@ use std::sync::OnceLock;
 use pyo3::exceptions::{PyMemoryError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyType};
+use pyo3::types::{PyBytes, PyString, PyTuple};
 
 use super::super::convert::make_str;
 use super::super::errors::type_name;
 use super::Ids;
 use crate::Fed;
 
-/// A tokenizer's vocabulary: token id to bytes (`stopstream.Vocab`).
-#[pyclass(frozen, module = "stopstream._core")]
+/// A tokenizer's vocabulary: token id to bytes. `stopstream.Vocab` subclasses it with the
+/// constructors that read a tokenizer object (`stopstream._vocab`), so no Rust code imports
+/// Python.
+#[pyclass(frozen, subclass, module = "stopstream._core")]
 pub(crate) struct Vocab {
     pub(super) inner: crate::Vocab,
     /// Per id, the piece `TokenPiece(its text, 1)`, built the first time a feed releases
@@ -118,24 +120,6 @@ pub(super) fn empty_piece(py: Python<'_>) -> PyResult<Py<TokenPiece>> {
     EMPTY.get_or_try_init(py, || piece(PyString::new(py, ""), 0)).map(|p| p.clone_ref(py))
 }
 
-/// Builds a `Vocab` (or subclass) from what `stopstream._vocab.<reader>(source)` reads out of a
-/// tokenizer object: `(tokens, special, strip_leading_space)`.
-pub(super) fn from_python(
-    cls: &Bound<'_, PyType>,
-    reader: &str,
-    source: &Bound<'_, PyAny>,
-) -> PyResult<Py<PyAny>> {
-    let py = cls.py();
-    let (tokens, special, strip) = py
-        .import("stopstream._vocab")?
-        .call_method1(reader, (source,))?
-        .extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>, bool)>()?;
-    let kwargs = PyDict::new(py);
-    kwargs.set_item("special", special)?;
-    kwargs.set_item("strip_leading_space", strip)?;
-    Ok(cls.call((tokens,), Some(&kwargs))?.unbind())
-}
-
 #[pymethods]
 impl Vocab {
     #[new]
@@ -190,21 +174,6 @@ impl Vocab {
             })?;
         let pieces = (0..inner.len().div_ceil(PAGE)).map(|_| OnceLock::new()).collect();
         Ok(Vocab { inner: inner.with_strip_leading_space(strip_leading_space), pieces })
-    }
-
-    /// The vocabulary of a `tiktoken.Encoding`.
-    #[classmethod]
-    fn from_tiktoken(cls: &Bound<'_, PyType>, encoding: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        from_python(cls, "tiktoken_tokens", encoding)
-    }
-
-    /// The vocabulary of a Hugging Face `tokenizers.Tokenizer`.
-    #[classmethod]
-    fn from_tokenizers(
-        cls: &Bound<'_, PyType>,
-        tokenizer: &Bound<'_, PyAny>,
-    ) -> PyResult<Py<PyAny>> {
-        from_python(cls, "tokenizers_tokens", tokenizer)
     }
 
     fn __len__(&self) -> usize {
