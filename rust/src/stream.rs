@@ -22,6 +22,26 @@ pub enum Status {
     Finished,
 }
 
+impl Status {
+    /// The index of the stop that fired, if one did.
+    pub fn index(self) -> Option<usize> {
+        match self {
+            Status::Stopped(i) => Some(i),
+            _ => None,
+        }
+    }
+
+    /// Why the text ended, as the contract's `stop_reason` names it: `"stop_sequence"`,
+    /// `"end"`, or `None` while it goes on.
+    pub fn reason(self) -> Option<&'static str> {
+        match self {
+            Status::Open => None,
+            Status::Stopped(_) => Some("stop_sequence"),
+            Status::Finished => Some("end"),
+        }
+    }
+}
+
 /// What one `feed` emits: the first `from_held` bytes of the text held back *before* the call,
 /// followed by the first `from_input` bytes of the input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -594,6 +614,18 @@ mod tests {
 
     fn set(stops: &[&str]) -> StopSet {
         StopSet::new(stops.iter().map(|s| s.as_bytes())).unwrap()
+    }
+
+    #[test]
+    fn status_reports_the_contracts_index_and_reason() {
+        let table = [
+            (Status::Open, None, None),
+            (Status::Stopped(3), Some(3), Some("stop_sequence")),
+            (Status::Finished, None, Some("end")),
+        ];
+        for (status, index, reason) in table {
+            assert_eq!((status.index(), status.reason()), (index, reason), "{status:?}");
+        }
     }
 
     /// Feeds text chunks, returning the output of each feed, then of finish, and the status.

@@ -1046,6 +1046,18 @@ impl AnyTokenStream {
         }
     }
 
+    /// Why the text ended, as the contract's `stop_reason` names it (§7): a stop token first,
+    /// then a stop sequence; `"end"` once finished without either; `None` while it goes on.
+    pub fn stop_reason(&self) -> Option<&'static str> {
+        if self.stop_token().is_some() {
+            return Some("stop_token");
+        }
+        match self.status() {
+            Status::Open if self.is_finished() => Some("end"),
+            status => status.reason(),
+        }
+    }
+
     /// [`TokenStream::is_finished`].
     #[inline]
     pub fn is_finished(&self) -> bool {

@@ -8,24 +8,9 @@ use pyo3::types::{PyBytes, PyString, PyTuple};
 use super::convert::{bytes_out, chunk_bytes, chunk_utf8, make_str, str_out};
 use super::errors::{map_error, parse_errors, type_name};
 use super::lock;
-use super::stopset::{
-    resolve, stop_index, stop_reason, stop_sequence, IncludeStop, SkipArgs, Stops,
-};
+use super::stopset::{resolve, stop_text, IncludeStop, SkipArgs, Stops};
 use crate::lock::TryLock;
 use crate::{Filter, Saved, Status};
-
-/// `stop_sequence`: the matched text for a composed list, the item as given otherwise.
-pub(super) fn stop_text(
-    py: Python<'_>,
-    stops: &Stops,
-    status: Status,
-    matched: Option<&[u8]>,
-) -> PyResult<Option<Py<PyAny>>> {
-    match (status, matched) {
-        (Status::Stopped(_), Some(m)) => Ok(Some(make_str(py, m)?.into_any().unbind())),
-        _ => Ok(stop_sequence(py, stops, status)),
-    }
-}
 
 /// Incremental stop-sequence filter over `str` chunks.
 #[pyclass(frozen, module = "stopstream._core")]
@@ -139,12 +124,12 @@ impl StopFilter {
 
     #[getter]
     fn stop_index(&self, py: Python<'_>) -> PyResult<Option<usize>> {
-        Ok(stop_index(lock(py, &self.state)?.status()))
+        Ok(lock(py, &self.state)?.status().index())
     }
 
     #[getter]
     fn stop_reason(&self, py: Python<'_>) -> PyResult<Option<&'static str>> {
-        Ok(stop_reason(lock(py, &self.state)?.status()))
+        Ok(lock(py, &self.state)?.status().reason())
     }
 
     #[getter]
@@ -261,12 +246,12 @@ impl ByteStopFilter {
 
     #[getter]
     fn stop_index(&self, py: Python<'_>) -> PyResult<Option<usize>> {
-        Ok(stop_index(lock(py, &self.state)?.status()))
+        Ok(lock(py, &self.state)?.status().index())
     }
 
     #[getter]
     fn stop_reason(&self, py: Python<'_>) -> PyResult<Option<&'static str>> {
-        Ok(stop_reason(lock(py, &self.state)?.status()))
+        Ok(lock(py, &self.state)?.status().reason())
     }
 
     #[getter]

@@ -531,24 +531,16 @@ pub(super) fn compile<B: AsRef<[u8]>>(
     Ok(Stops(compiled))
 }
 
-pub(super) fn stop_reason(status: Status) -> Option<&'static str> {
-    match status {
-        Status::Open => None,
-        Status::Stopped(_) => Some("stop_sequence"),
-        Status::Finished => Some("end"),
-    }
-}
-
-pub(super) fn stop_sequence(py: Python<'_>, stops: &Stops, status: Status) -> Option<Py<PyAny>> {
-    match status {
-        Status::Stopped(i) => stops.tuple.bind(py).get_item(i).ok().map(Bound::unbind),
-        _ => None,
-    }
-}
-
-pub(super) fn stop_index(status: Status) -> Option<usize> {
-    match status {
-        Status::Stopped(i) => Some(i),
-        _ => None,
+/// `stop_sequence`: the matched text for a composed list, the item as given otherwise.
+pub(super) fn stop_text(
+    py: Python<'_>,
+    stops: &Stops,
+    status: Status,
+    matched: Option<&[u8]>,
+) -> PyResult<Option<Py<PyAny>>> {
+    match (status, matched) {
+        (Status::Stopped(_), Some(m)) => Ok(Some(make_str(py, m)?.into_any().unbind())),
+        (Status::Stopped(i), None) => Ok(stops.tuple.bind(py).get_item(i).ok().map(Bound::unbind)),
+        _ => Ok(None),
     }
 }

@@ -15,9 +15,7 @@ use super::errors::{map_error, parse_errors, type_name};
 use super::fast::{pull, Pulled};
 use super::slots::optional_attr;
 use super::stage::{Out, Stage};
-use super::stopset::{
-    resolve, stop_index, stop_reason, stop_sequence, IncludeStop, SkipArgs, Stops,
-};
+use super::stopset::{resolve, stop_text, IncludeStop, SkipArgs, Stops};
 use super::try_lock;
 use crate::lock::TryLock;
 use crate::{Action, Filter, Lifecycle, Published, Status};
@@ -586,21 +584,19 @@ impl StopStream {
 
     #[getter]
     fn stop_sequence(slf: &Bound<'_, Self>) -> PyResult<Option<Py<PyAny>>> {
-        let (this, py) = (base(slf), slf.py());
-        match this.published.matched() {
-            (_, Some(matched)) => Ok(Some(make_str(py, &matched)?.into_any().unbind())),
-            (report, None) => Ok(stop_sequence(py, &this.stops, report.status)),
-        }
+        let this = base(slf);
+        let (report, matched) = this.published.matched();
+        stop_text(slf.py(), &this.stops, report.status, matched.as_deref())
     }
 
     #[getter]
     fn stop_index(slf: &Bound<'_, Self>) -> Option<usize> {
-        stop_index(base(slf).published.report().status)
+        base(slf).published.report().status.index()
     }
 
     #[getter]
     fn stop_reason(slf: &Bound<'_, Self>) -> Option<&'static str> {
-        stop_reason(base(slf).published.report().status)
+        base(slf).published.report().status.reason()
     }
 
     #[getter]

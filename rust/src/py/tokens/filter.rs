@@ -9,9 +9,8 @@ use pyo3::types::{PyString, PyTuple};
 
 use super::super::convert::make_str;
 use super::super::errors::{map_error, parse_errors};
-use super::super::filters::stop_text;
 use super::super::lock;
-use super::super::stopset::{resolve, stop_index, IncludeStop, SkipArgs, Stops};
+use super::super::stopset::{resolve, stop_text, IncludeStop, SkipArgs, Stops};
 use super::vocab::{new_piece, piece, TokenPiece, Vocab};
 use super::{one_id, short_ids, token_error, Ids, STACK_IDS};
 use crate::lock::TryLock;
@@ -185,22 +184,12 @@ impl TokenStopFilter {
 
     #[getter]
     fn stop_index(&self, py: Python<'_>) -> PyResult<Option<usize>> {
-        Ok(stop_index(lock(py, &self.state)?.status()))
+        Ok(lock(py, &self.state)?.status().index())
     }
 
     #[getter]
     fn stop_reason(&self, py: Python<'_>) -> PyResult<Option<&'static str>> {
-        let st = lock(py, &self.state)?;
-        Ok(if st.stop_token().is_some() {
-            Some("stop_token")
-        } else {
-            match st.status() {
-                Status::Open if st.is_finished() => Some("end"),
-                Status::Open => None,
-                Status::Stopped(_) => Some("stop_sequence"),
-                Status::Finished => Some("end"),
-            }
-        })
+        Ok(lock(py, &self.state)?.stop_reason())
     }
 
     #[getter]
