@@ -28,7 +28,7 @@ from provider_scripts import (
     text,
     thought,
 )
-from stopstream.gemini import awrap, wrap
+from stopstream.gemini import awrap, truncate_response, wrap
 from stopstream.reference import reference_truncate
 from stopstream.sse import SSEParser, wrap_gemini
 from stream_support import AsyncCountingIterator, CountingIterator
@@ -233,6 +233,73 @@ def test_text_matches_the_reference_however_it_is_split(text_: str, cuts: list[i
     expected, stop = reference_truncate(text_, STOPS)
     assert texts(out) == expected
     assert stream.stop_sequence == stop and stream.complete
+
+
+# --- whole responses ---------------------------------------------------------------------------
+
+# Texts made of pieces of the stops, so that stops (whole or split across parts) are common.
+_TEXT = st.lists(
+    st.sampled_from(["a", " ", "</ans", "wer>", "</answer>", "\n", "\n\nUs", "er:"]), max_size=4
+).map("".join)
+_PART = st.one_of(
+    st.builds(text, _TEXT),
+    st.builds(thought, _TEXT),
+    st.just(function_call("f", {"x": 1})),
+)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(st.lists(_PART, max_size=6), st.booleans())
+def test_truncate_response_gives_what_the_stream_adapter_gives(
+    parts: list[Event], include_stop: bool
+) -> None:
+    response = gemini_chunk(parts, finish="MAX_TOKENS")
+    streamed = list(wrap([copy.deepcopy(response)], STOPS, include_stop=include_stop))
+    cut = truncate_response(copy.deepcopy(response), STOPS, include_stop)
+    assert texts([cut]) == texts(streamed)
+    got, want = cut["candidates"][0], streamed[-1]["candidates"][0]
+    assert (got["finishReason"], got.get("finishMessage")) == (
+        want["finishReason"],
+        want.get("finishMessage"),
+    )
+    # Thought summaries and calls before the cut are kept; everything after it is dropped.
+    kept = [p for p in got["content"]["parts"] if "text" not in p or p.get("thought")]
+    assert kept == [p for p in want["content"]["parts"] if "text" not in p or p.get("thought")]
+
+
+def test_truncate_response_cuts_in_place_across_parts() -> None:
+    response = gemini_chunk(
+        [thought("plan </answer>"), text("The answer is 4.</ans"), text("wer> tail")],
+        finish="MAX_TOKENS",
+    )
+    assert truncate_response(response, STOPS) is response
+    candidate = response["candidates"][0]
+    assert candidate["content"]["parts"] == [thought("plan </answer>"), text("The answer is 4.")]
+    assert (candidate["finishReason"], candidate["finishMessage"]) == ("STOP", "</answer>")
+
+
+def test_truncate_response_snake_case_and_sdk_objects() -> None:
+    wire = gemini_chunk([text("a </answer> b")], finish="MAX_TOKENS")
+    sdk = types.GenerateContentResponse.model_validate_json(json.dumps(wire))
+    snake = sdk.model_dump(mode="json", exclude_none=True)
+    candidate = truncate_response(snake, STOPS)["candidates"][0]
+    assert (candidate["finish_reason"], candidate["finish_message"]) == ("STOP", "</answer>")
+    assert candidate["content"]["parts"] == [{"text": "a "}]
+    cut = truncate_response(sdk, STOPS)
+    assert isinstance(cut, types.GenerateContentResponse) and cut.text == "a "
+    assert cut.candidates is not None
+    assert cut.candidates[0].finish_reason == types.FinishReason.STOP
+    assert cut.candidates[0].finish_message == "</answer>"
+    assert truncate_response(sdk, ["zzz"]) is sdk  # nothing to cut: the object itself
+
+
+def test_truncate_response_passes_what_is_not_a_response() -> None:
+    odd: dict[str, Any] = {"candidates": [None, {"content": "x"}, {"content": {"parts": [1]}}]}
+    assert truncate_response(odd, STOPS) == {
+        "candidates": [None, {"content": "x"}, {"content": {"parts": [1]}}]
+    }
+    assert truncate_response({"promptFeedback": {}}, STOPS) == {"promptFeedback": {}}
+    assert truncate_response("text", STOPS) == "text"
 
 
 # --- SDK objects -----------------------------------------------------------------------------

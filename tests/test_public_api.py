@@ -58,6 +58,7 @@ PUBLIC: dict[str, list[str]] = {
         "GeminiMachine",
         "GeminiStopStream",
         "awrap",
+        "truncate_response",
         "wrap",
     ],
     "stopstream.sse": [

@@ -125,3 +125,7 @@ def test_not_a_response_passes() -> None:
     assert truncate_chat({"error": {}}, ["x"]) == {"error": {}}
     assert truncate_message([1], ["x"]) == [1]
     assert truncate_response("text", ["x"]) == "text"
+    odd = {"output": [None, "item", {"type": "message", "content": "x"}]}
+    assert truncate_response(odd, ["x"]) == {
+        "output": [None, "item", {"type": "message", "content": "x"}]
+    }

@@ -462,8 +462,10 @@ def truncate_response(response: Any, stops: Stops, include_stop: bool | None = N
         return response
     compiled = stop_set(stops, include_stop)
     for position, item in enumerate(output):
-        content = item.get("content") if isinstance(item, dict) else None
-        if item.get("type") != "message" or not isinstance(content, list):
+        if not isinstance(item, dict) or item.get("type") != "message":
+            continue
+        content = item.get("content")
+        if not isinstance(content, list):
             continue
         for index, part in enumerate(content):
             if not (isinstance(part, dict) and part.get("type") == "output_text"):

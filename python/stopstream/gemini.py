@@ -10,7 +10,8 @@ the same kind::
         for chunk in stream:
             print(chunk.text, end="")
 
-``stopstream.sse.wrap_gemini`` / ``awrap_gemini`` take the raw ``alt=sse`` body instead.
+``stopstream.sse.wrap_gemini`` / ``awrap_gemini`` take the raw ``alt=sse`` body instead, and
+``truncate_response`` applies the same rules to a whole (non-streaming) response.
 
 Rules:
 
@@ -52,14 +53,24 @@ from stopstream._adapter import (
     OnStop,
     Shape,
     SyncAdapterStream,
+    as_json,
     scan,
 )
+from stopstream._core import truncate
 from stopstream._indexed import IndexedMachine, IndexedView, TextStream
+from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:
     from stopstream._types import Stops
 
-__all__ = ["AsyncGeminiStopStream", "GeminiMachine", "GeminiStopStream", "awrap", "wrap"]
+__all__ = [
+    "AsyncGeminiStopStream",
+    "GeminiMachine",
+    "GeminiStopStream",
+    "awrap",
+    "truncate_response",
+    "wrap",
+]
 
 
 def __dir__() -> list[str]:
@@ -246,3 +257,57 @@ def awrap(
     """Async twin of ``wrap`` (``client.aio.models.generate_content_stream``, say)."""
     machine = GeminiMachine(stops, include_stop, on_stop, candidate_count)
     return AsyncGeminiStopStream(stream, ModelDriver(machine, _rebuild), machine.view())
+
+
+def truncate_response(response: Any, stops: Stops, include_stop: bool | None = None) -> Any:
+    """Apply ``stops`` to a non-streaming ``generateContent`` response and return it.
+
+    ``response``: a ``dict`` of the wire shape (camelCase, or the SDK's snake_case
+    ``model_dump()``), cut in place; or a ``google-genai`` ``GenerateContentResponse``, returned
+    rebuilt with its own class (as the stream adapter rebuilds a changed chunk). Each
+    candidate's text parts (not thought summaries) are scanned as one text, as the stream
+    adapter scans a candidate: at its first stop the part holding the cut is cut there, the
+    parts after it are dropped, and the candidate gets ``finishReason: "STOP"`` and the stop's
+    text as ``finishMessage``. Anything else passes through unchanged.
+    """
+    if isinstance(response, dict):
+        data: JSON = response
+    elif callable(getattr(response, "model_dump", None)):
+        data = as_json(response)
+    else:
+        return response
+    candidates = data.get("candidates")
+    if not isinstance(candidates, list):
+        return response
+    compiled = stop_set(stops, include_stop)
+    changed = False
+    for candidate in candidates:
+        content = candidate.get("content") if isinstance(candidate, dict) else None
+        parts = content.get("parts") if isinstance(content, dict) else None
+        if not isinstance(parts, list):
+            continue
+        scanned = [
+            (i, part["text"])
+            for i, part in enumerate(parts)
+            if isinstance(part, dict)
+            and isinstance(part.get("text"), str)
+            and part.get("thought") is not True
+        ]
+        kept, stop = truncate("".join(t for _, t in scanned), compiled)
+        if stop is None:
+            continue
+        # The part the cut falls in (the first whose text reaches it) keeps its text up to it.
+        start = 0
+        for i, t in scanned:
+            if start + len(t) >= len(kept):
+                parts[i] = {**parts[i], "text": t[: len(kept) - start]}
+                del parts[i + 1 :]
+                break
+            start += len(t)
+        snake = _is_snake(data) or _is_snake(candidate)
+        candidate["finish_reason" if snake else "finishReason"] = "STOP"
+        candidate["finish_message" if snake else "finishMessage"] = stop
+        changed = True
+    if response is data or not changed:
+        return response
+    return _rebuild(data, response, None)
