@@ -301,44 +301,6 @@ class ByteStopFilter:
     def pending(self) -> bytes:
         """The bytes held back: text that could begin a stop, then an incomplete character."""
 
-@disjoint_base
-class SyncDriver:
-    """The sync driver of the stream lifecycle: pulls from an upstream, feeds a stage, and
-    follows the lifecycle's rules (the base of ``StopStream`` and of the provider adapters'
-    sync streams). Dropped before its end, reference cycles included, it closes the upstream.
-    """
-
-    def __new__(cls, source: Iterable[Any], stage: Any, *_args: Any, **_kwargs: Any) -> Self:
-        """A driver of ``stage`` (``push(item)`` returning a piece or a list of items,
-        ``closing``, ``end()``; or the native SSE stage) over ``source``; further arguments
-        are a subclass's.
-
-        Raises:
-            TypeError: ``source`` is not iterable.
-        """
-    def __iter__(self) -> Self:
-        """The stream itself."""
-    def __next__(self) -> Any:
-        """The next output item.
-
-        Raises:
-            StopIteration: the stream ended.
-            RuntimeError: the stream is already being iterated.
-        """
-    def close(self) -> None:
-        """Stop the stream and close the upstream (once; later calls do nothing); see
-        ``StopStream.close``."""
-    def __del__(self) -> None:
-        """Close the upstream of a stream dropped before its end (the finalizer, by name, for
-        subclasses made in Python)."""
-    def __enter__(self) -> Self:
-        """The stream itself."""
-    def __exit__(
-        self,
-        *_args: type[BaseException] | BaseException | TracebackType | None,
-    ) -> bool:
-        """Close the stream; exceptions propagate."""
-
 @final
 class StopStream(SyncDriver, Generic[_Chunk]):
     """Iterator applying stop sequences to an upstream iterable of chunks (see ``wrap``)."""
@@ -589,11 +551,49 @@ def feed_batch(
 # not part of the API: they change with the package.
 
 @disjoint_base
+class SyncDriver:
+    """The sync driver of the stream lifecycle: pulls from an upstream, feeds a stage, and
+    follows the lifecycle's rules (the base of ``StopStream`` and of the provider adapters'
+    sync streams). Dropped before its end, reference cycles included, it closes the upstream.
+    """
+
+    def __new__(cls, source: Iterable[Any], stage: Any, *_args: Any, **_kwargs: Any) -> Self:
+        """A driver of ``stage`` (``push(item)`` returning a piece or a list of items,
+        ``closing``, ``end()``; or the native SSE stage) over ``source``; further arguments
+        are a subclass's.
+
+        Raises:
+            TypeError: ``source`` is not iterable.
+        """
+    def __iter__(self) -> Self:
+        """The stream itself."""
+    def __next__(self) -> Any:
+        """The next output item.
+
+        Raises:
+            StopIteration: the stream ended.
+            RuntimeError: the stream is already being iterated.
+        """
+    def close(self) -> None:
+        """Stop the stream and close the upstream (once; later calls do nothing); see
+        ``StopStream.close``."""
+    def __del__(self) -> None:
+        """Close the upstream of a stream dropped before its end (the finalizer, by name, for
+        subclasses made in Python)."""
+    def __enter__(self) -> Self:
+        """The stream itself."""
+    def __exit__(
+        self,
+        *_args: type[BaseException] | BaseException | TracebackType | None,
+    ) -> bool:
+        """Close the stream; exceptions propagate."""
+
+@disjoint_base
 class AsyncDriver:
     """The async driver of the stream lifecycle (``stopstream._lifecycle.AsyncPull``).
 
     It holds the stream's state, and its pulls and closes carry out the actions of the one
-    lifecycle state machine that the sync driver (``StopStream``) follows too.
+    lifecycle state machine that the sync driver (``SyncDriver``) follows too.
     """
 
     def __new__(cls, *_args: Any, **_kwargs: Any) -> Self:

@@ -47,8 +47,11 @@
 //!   minimal holdback, and run at least as fast as the `aho-corasick` crate on the same bytes
 //!   (`rust/examples/throughput.rs`).
 
-// `unsafe` appears only in the Python bindings: their try-lock (`lock.rs`) and reading a `str`
-// in place (`py/convert.rs`), each with its safety argument.
+// `unsafe` appears only for the Python bindings, each block with its safety argument: their
+// try-lock (`lock.rs`), the type slots, finalizers and the spare awaitable's reuse test
+// (`py/slots.rs`), and calls of CPython's C API where PyO3 offers no safe path as fast (reading
+// a `str` in place, `PyIter_Send`, list and int access on the per-chunk and batch paths; the
+// collector's walks, which take a state lock without a `Python` token).
 #![deny(unsafe_code)]
 
 mod automaton;

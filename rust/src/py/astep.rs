@@ -9,7 +9,6 @@ use pyo3::exceptions::{
     PyException, PyGeneratorExit, PyRuntimeError, PyStopAsyncIteration, PyStopIteration,
     PyTypeError, PyValueError,
 };
-use pyo3::ffi;
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::PyTraverseError;
@@ -18,7 +17,7 @@ use super::astream::{advance, close_failed, report, AsyncDriver, Outcome, Todo};
 use super::awaits::{
     await_iter, is_awaitable, made, send, throw_into, thrown, yielded, Input, Sent,
 };
-use super::slots::optional_attr;
+use super::slots::{optional_attr, sole_unfinalized};
 use super::try_lock;
 use crate::lock::TryLock;
 use crate::Close;
@@ -319,28 +318,15 @@ impl AsyncPullStep {
     /// pull served from that spare and dropped while suspended would not end (the upstream
     /// left open, the stream running for good).
     pub(super) fn restart(slf: &Bound<'_, Self>, driver: &Bound<'_, AsyncDriver>) -> bool {
-        // A count of one under the GIL: no other thread can take a reference meanwhile.
-        #[cfg(not(Py_GIL_DISABLED))]
-        {
-            // SAFETY: the reference count and the finalized mark of a live object, read on an
-            // attached thread.
-            #[allow(unsafe_code)]
-            let (count, finalized) = unsafe {
-                (ffi::Py_REFCNT(slf.as_ptr()), ffi::PyObject_GC_IsFinalized(slf.as_ptr()) != 0)
-            };
-            if count != 1 || finalized {
-                return false;
-            }
-            if let Some(mut step) = try_lock(driver.py(), &slf.get().step) {
-                if matches!(*step, Step::Done) {
-                    *step = Step::Start(driver.clone().unbind());
-                    return true;
-                }
-            }
+        if !sole_unfinalized(slf.as_any()) {
+            return false;
         }
-        #[cfg(Py_GIL_DISABLED)]
-        let _ = (slf, driver);
-        false
+        let Some(mut step) = try_lock(driver.py(), &slf.get().step) else { return false };
+        if !matches!(*step, Step::Done) {
+            return false;
+        }
+        *step = Step::Start(driver.clone().unbind());
+        true
     }
 
     /// `close()`: a `GeneratorExit` thrown in where the awaitable waits, which must end it.

@@ -2,8 +2,9 @@
 //! awaitable, `AsyncPullStep`, gets `am_send` (and `am_await` without a method call); it and
 //! the sync driver, `SyncDriver` (with `StopStream`, its subclass), get a finalizer and the
 //! `tp_dealloc` that runs it; the slots write into, or are called through, a type object PyO3
-//! made. Also the interpreter's finalizing flag, and the attribute lookup that raises no
-//! `AttributeError` for a missing attribute.
+//! made. Also the spare awaitable's reuse test (its reference count and finalized mark), the
+//! interpreter's finalizing flag, and the attribute lookup that raises no `AttributeError` for a
+//! missing attribute.
 //!
 //! Checked against CPython 3.10.13, 3.11.7, 3.12.1 and 3.13.0 (`.ci/pythons` builds and tests
 //! each) with PyO3 0.30.1. The one layout assumption, that PyO3 makes `AsyncPullStep` a heap
@@ -76,6 +77,28 @@ pub(super) fn optional_attr<'py>(
     #[cfg(any(Py_LIMITED_API, PyPy, GraalPy))]
     {
         object.getattr_opt(name)
+    }
+}
+
+/// Whether the caller holds the one reference to `object` and it was never finalized: the test
+/// for handing the async driver's spare awaitable out again (`AsyncPullStep::restart`). Only
+/// under the GIL, where no other thread can take a reference meanwhile; the free-threaded
+/// build never reuses the spare.
+pub(super) fn sole_unfinalized(object: &Bound<'_, PyAny>) -> bool {
+    #[cfg(not(Py_GIL_DISABLED))]
+    {
+        // SAFETY: the reference count and the finalized mark of a live object, read on an
+        // attached thread.
+        #[allow(unsafe_code)]
+        unsafe {
+            ffi::Py_REFCNT(object.as_ptr()) == 1
+                && ffi::PyObject_GC_IsFinalized(object.as_ptr()) == 0
+        }
+    }
+    #[cfg(Py_GIL_DISABLED)]
+    {
+        let _ = object;
+        false
     }
 }
 
