@@ -19,11 +19,10 @@
 //! Measured with `rust/examples/automaton.rs` (4 MiB of source text in 4-byte chunks, release
 //! build, 2-core machine, best of 5): the crate's `dfa::DFA` driven through its `Automaton`
 //! trait costs 5.9-6.1 ns per chunk to step and 9.3-9.6 ns once the state-id → depth lookup that
-//! minimal holdback needs is added. The first version of this automaton, the same table walk,
-//! cost 6.0-6.3 ns with the holdback included (ratio 0.65-0.68 against the crate with the
-//! lookup). The current one skips bytes that cannot leave the root with no dependency from one
-//! byte to the next and costs 2.5-3.7 ns (ratio 0.26-0.38) for 4, 1 and 1,000 stops, a skip the
-//! crate's trait does not allow from outside.
+//! minimal holdback needs is added. This automaton skips bytes that cannot leave the root with
+//! no dependency from one byte to the next, a skip the crate's trait does not allow from
+//! outside, and costs 2.5-3.7 ns with the holdback included (ratio 0.26-0.38 against the crate
+//! with the lookup) for 4, 1 and 1,000 stops.
 //!
 //! # Long inputs
 //!
@@ -50,9 +49,7 @@
 //! | 1,000 word pairs (table walk)          | 0.18       | 0.12         | 15.5   |
 //!
 //! Over three runs the 4-stop ratio to the crate was 0.97x-1.23x: both run the same skip, near
-//! the memory ceiling. (A first-byte skip only for lists of at most three first bytes, and the
-//! short-input loop otherwise, gave 1.45, 0.10 and 0.14 GB/s on these rows.)
-//! Long-chunk `feed` (64 KiB chunks) runs within a few percent of `truncate`.
+//! the memory ceiling. Long-chunk `feed` (64 KiB chunks) runs within a few percent of `truncate`.
 //!
 //! The crate is not used as the scanner: on the same bytes its Standard search is not faster
 //! than the two paths above, and it keeps neither depth nor held text, so the exact automaton
@@ -67,13 +64,10 @@
 //! one breadth-first pass in which a failure link is one load from a dense row; the sparse
 //! states' arrays are then maps over the trie's. Compiling 10,000 fresh stops (shaped like
 //! `benches/corpus.py`'s generated ones) takes 25.5M instructions (callgrind on
-//! `rust/examples/compile.rs`), 3.5 ms in `rust/examples/throughput.rs` (median of 5); the
-//! previous build, the trie made level by level after a sort with a comparator on every pair
-//! and the sparse arrays pushed to state by state, took 43.0M and 5.2-5.4 ms in the same runs.
-//! (Before that, a `Vec` of edges per state, with failure links found by walking them, took
-//! `benches/compare.py`'s figure from Python to 29.4 ms; that build brought it to 10.3 ms on
-//! the loaded machine.) Compiling 100,000 stops peaks at 1.23x the heap the finished automaton
-//! keeps (26.2 against 21.3 MiB; 81 MiB, 3.4x, with the `Vec` of edges).
+//! `rust/examples/compile.rs`), 3.5 ms in `rust/examples/throughput.rs` (median of 5): sorting
+//! once and numbering states within their depth is what keeps it there, where a comparator on
+//! every pair and sparse arrays pushed to state by state cost 43.0M and 5.2-5.4 ms. Compiling
+//! 100,000 stops peaks at 1.23x the heap the finished automaton keeps (26.2 against 21.3 MiB).
 //!
 //! What remains is mostly memory the kernel has not handed out yet: a compiled set is kept
 //! (by the set cache, from Python), so each fresh one lands on new pages, some 1,800 faults for
@@ -528,7 +522,7 @@ impl Automaton {
     /// batch step.
     #[allow(
         clippy::inline_always,
-        reason = "left to itself the compiler calls it from `feed`, whose call went from 441 to 414 instructions with it inlined and the int read directly (callgrind)"
+        reason = "left to itself the compiler calls it from `feed`: inlined, with the int read directly, a `feed` call is 414 instructions against 441 (callgrind)"
     )]
     #[inline(always)]
     pub(crate) fn stays_at_root_head(&self, head: [u8; 8], bytes: &[u8]) -> bool {

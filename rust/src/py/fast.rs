@@ -86,10 +86,10 @@ impl SyncDriver {
     /// `awrap`'s step over the built-in filter (a `StopStream` over an empty upstream, never
     /// pulled: the async driver's stage), for an exact `str` (or, over bytes, `bytes`) chunk:
     /// `wrap`'s fast path without the pull. A chunk that passes through whole is handed back
-    /// as is, and leaves the report as it was (open, nothing held), so nothing is published. `None` for any other
-    /// item (or before the first), which the general step takes. With the output, whether a
-    /// stop fired. Through the general step an item took about 250 more instructions
-    /// (callgrind).
+    /// as is, and leaves the report as it was (open, nothing held), so nothing is published.
+    /// `None` for any other item (or before the first), which the general step takes. With the
+    /// output, whether a stop fired. Through the general step an item takes about 250 more
+    /// instructions (callgrind).
     #[inline]
     pub(super) fn stage_fast<'py>(
         &self,

@@ -1,10 +1,12 @@
 //! Python bindings: convert, call the core, map errors. Nothing else lives here.
 //!
-//! One file per concern: `convert` (chunks in and out), `errors` (exception mapping),
-//! `items` (`Stop` and `Regex`), `stopset` (compiled stop lists), `filters` (the push
-//! filters), `truncate` (one shot), `stream` (the pull iterator), `astream` (its async twin),
-//! `sse` (the SSE stage of the provider adapters), `sdk` (the stage of SDK chat chunks) and `tokens` (token ids in). This file holds
-//! the module and the per-object lock helpers.
+//! One file per concern: `convert` (chunks in and out), `errors` (exception mapping), `items`
+//! (`Stop` and `Regex`), `stopset` (compiled stop lists), `filters` (the push filters),
+//! `truncate` (one shot), `stage` (the one stage type of both drivers), `stream` and `fast`
+//! (the sync driver and `wrap`'s per-chunk path), `astream`, `astep` and `awaits` (the async
+//! driver, its awaitable, and `await`'s rules), `slots` (the raw-FFI island), `sse` and `sdk`
+//! (the adapters' native stages) and `tokens` (token ids in). This file holds the module and
+//! the per-object lock helpers.
 //!
 //! Performance choices:
 //! * ASCII `str` chunks are read in place; other chunks are encoded onto the stack from the

@@ -13,8 +13,8 @@ use super::stream::StopStream;
 
 /// A driver's stage.
 pub(super) enum Stage {
-    /// The built-in filter of `awrap` (a `StopStream` over an empty upstream, never pulled). The sync driver
-    /// holds its filter inline instead.
+    /// The built-in filter of `awrap` (a `StopStream` over an empty upstream, never pulled).
+    /// The sync driver holds `wrap`'s filter inline instead, for its per-chunk path.
     Filter(Py<StopStream>),
     /// The native SSE stage of `stopstream.sse`.
     Sse(Py<SSEStage>),

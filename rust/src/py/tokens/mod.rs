@@ -8,8 +8,8 @@
 //!
 //! Stops of every kind (§6): a plain `str` list runs the literal token stream, anything else
 //! (`Stop`, `Regex`, skip regions) the composed matcher through the same token bookkeeping
-//! ([`crate::AnyTokenStream`]). The fast steps below are the literal path's; a composed filter takes
-//! `feed_batch`'s general path.
+//! ([`crate::AnyTokenStream`]). The fast steps below are the literal path's; a composed filter
+//! takes `feed_batch`'s general path.
 //!
 //! Performance choices (a step of 256 streams, one id each, `benches/tokens.py`; instruction
 //! counts per stream from callgrind, since the 2-core machine is shared and noisy):
@@ -20,8 +20,9 @@
 //!   bytes can start a stop, inlined into the caller, and one after held text);
 //! * `feed_batch` of exact lists of plain ints takes its own path ([`engine_step`]): the lists
 //!   are read in place, the result list is built in place, the piece cache is read while
-//!   detached; with the core's steps a step costs 350 instructions per stream (12.4 µs of CPU
-//!   time at 256 streams), where a loop over the general path took 758 (25.5 µs);
+//!   detached; with the core's steps a step costs 273 instructions per stream on
+//!   `benches/tokens.py`'s corpus (about 10 µs of CPU time at 256 streams), where the general
+//!   path, over lists of one id, takes 476;
 //! * `feed(id)` takes an `int`, so the caller builds no list (88 against 92 ns per call for
 //!   `[id]`, before counting the list the caller builds).
 //!
