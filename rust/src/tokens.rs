@@ -38,6 +38,7 @@ use std::ops::{DerefMut, Range};
 use std::sync::Arc;
 
 use crate::byteset::{byte_set, HEAD};
+use crate::compiled::CompiledStops;
 use crate::error::Error;
 use crate::matcher::{MatchStream, Matcher};
 use crate::stopset::StopSet;
@@ -955,6 +956,22 @@ impl AnyTokenStream {
         AnyTokenStream { literal: stream, composed: None }
     }
 
+    /// A fresh stream over a compiled list: the literal stream for a literal list, the composed
+    /// matcher for the others (`Stop` or `Regex` items, skip regions), as the text and byte
+    /// filters run them.
+    pub fn new(
+        vocab: &Vocab,
+        stops: &CompiledStops,
+        include_stop: bool,
+        replace: bool,
+        stop_ids: &[i64],
+    ) -> Result<AnyTokenStream, Error> {
+        match stops.matcher() {
+            Some(m) => Self::composed(vocab, Arc::clone(m), include_stop, replace, stop_ids),
+            None => TokenStream::new(vocab, include_stop, replace, stop_ids).map(Self::literal),
+        }
+    }
+
     /// A stream over the composed `matcher` (the `set` the calls take is then unused).
     pub fn composed(
         vocab: &Vocab,
@@ -1244,6 +1261,33 @@ mod tests {
     fn vocab(strip: bool) -> Vocab {
         assert_eq!(usize::try_from(END).unwrap(), PIECES.len());
         Vocab::new(PIECES.iter().copied(), SPECIAL).unwrap().with_strip_leading_space(strip)
+    }
+
+    #[test]
+    fn a_compiled_list_picks_its_stream_and_reports_why_it_ended() {
+        let v = vocab(false);
+        let literal = CompiledStops::literal(&["a>"]).unwrap();
+        let composed = CompiledStops::composed(
+            &[StopSpec { kind: crate::matcher::StopKind::Regex("a>"), include: false }],
+            None,
+            &[],
+        )
+        .unwrap();
+        for (stops, is_composed) in [(&literal, false), (&composed, true)] {
+            let mut s = AnyTokenStream::new(&v, stops, false, true, &[14]).unwrap();
+            assert_eq!(s.is_composed(), is_composed);
+            assert_eq!(s.stop_reason(), None);
+            let mut out = Vec::new();
+            let set = stops.literal_set().map_or(StopSet::none(), |s| s);
+            s.feed(&v, set, &[4, 5], &mut out).unwrap();
+            assert_eq!((out.as_slice(), s.stop_reason()), (&b"</"[..], Some("stop_sequence")));
+            let mut t = AnyTokenStream::new(&v, stops, false, true, &[14]).unwrap();
+            t.feed(&v, set, &[0, 14], &mut out).unwrap();
+            assert_eq!(t.stop_reason(), Some("stop_token"));
+            let mut u = AnyTokenStream::new(&v, stops, false, true, &[14]).unwrap();
+            u.finish(set, &mut out).unwrap();
+            assert_eq!(u.stop_reason(), Some("end"));
+        }
     }
 
     fn text_of(id: i64) -> &'static [u8] {

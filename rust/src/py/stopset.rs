@@ -2,7 +2,6 @@
 //! a filter per request cheap, and what a stop list reports about a stop that fired.
 
 use std::borrow::Cow;
-use std::sync::Arc;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -13,7 +12,7 @@ use super::errors::{map_error, type_name};
 use super::items::{Regex, Stop};
 use super::try_lock;
 use crate::lock::TryLock;
-use crate::{CompiledStops, Matcher, Status, StopKind, StopSet, StopSpec};
+use crate::{CompiledStops, Status, StopKind, StopSet, StopSpec};
 
 /// A stop list as given (kept for `stops`, `stop_sequence`) and compiled: `stopstream.StopSet`.
 ///
@@ -192,11 +191,6 @@ impl Compiled {
     /// one beside their matcher.
     pub(super) fn set(&self) -> &StopSet {
         self.core.literal_set().map_or(StopSet::none(), |s| s)
-    }
-
-    /// The composed matcher, for a composed list.
-    pub(super) fn matcher(&self) -> Option<&Arc<Matcher>> {
-        self.core.matcher()
     }
 }
 

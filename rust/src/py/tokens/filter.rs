@@ -1,7 +1,6 @@
 //! `TokenStopFilter`: stop sequences and stop token ids over a stream of token ids.
 
 use std::cell::RefCell;
-use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -14,7 +13,7 @@ use super::super::stopset::{resolve, stop_text, IncludeStop, SkipArgs, Stops};
 use super::vocab::{new_piece, piece, TokenPiece, Vocab};
 use super::{one_id, short_ids, token_error, Ids, STACK_IDS};
 use crate::lock::TryLock;
-use crate::{AnyTokenStream, Status, TokenStream};
+use crate::{AnyTokenStream, Status};
 
 thread_local! {
     /// The output buffer of `feed` and `finish`: one allocation per thread, not per call.
@@ -76,16 +75,8 @@ impl TokenStopFilter {
             _ => Ids::default(),
         };
         let inner = &vocab.get().inner;
-        // `Stop` or `Regex` items, or skip regions: the composed matcher, as the text and byte
-        // filters run it.
-        let build = || match stops.matcher() {
-            Some(c) => {
-                AnyTokenStream::composed(inner, Arc::clone(c), include_stop, replace, &ids.ids)
-            }
-            None => TokenStream::new(inner, include_stop, replace, &ids.ids)
-                .map(AnyTokenStream::literal),
-        };
-        let state = build().map_err(|e| match e.invalid_token() {
+        let state = AnyTokenStream::new(inner, &stops.core, include_stop, replace, &ids.ids);
+        let state = state.map_err(|e| match e.invalid_token() {
             Some((p, _)) => PyValueError::new_err(format!(
                 "stop token id {} at position {p} is not in the vocabulary (ids 0..{})",
                 ids.show(0, p),
