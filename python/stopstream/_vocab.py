@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -96,6 +95,8 @@ def _sentencepiece(decoders: list[dict[str, Any]]) -> tuple[Callable[[str], byte
         ):
             strip = bool(d["start"])
         else:
+            import json  # here, as in tokenizers_tokens
+
             raise ValueError(f"unsupported decoder in Sequence: {json.dumps(d)}")
 
     def decode(token: str) -> bytes:
@@ -134,6 +135,10 @@ def tokenizers_tokens(tokenizer: Any) -> Tokens:
             f"expected a tokenizers.Tokenizer, not {type(tokenizer).__module__}."
             f"{type(tokenizer).__qualname__}"
         )
+    # Imported here: `import stopstream`, which defines `Vocab` in this module, need not pay
+    # for `json`.
+    import json
+
     config = json.loads(backend.to_str())
     decoder = config.get("decoder")
     decode: Callable[[str], bytes]
