@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from google.genai import types
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from hypothesis_profiles import examples
@@ -28,6 +28,7 @@ from provider_scripts import (
     text,
     thought,
 )
+from stopstream import Regex
 from stopstream.gemini import awrap, truncate_response, wrap
 from stopstream.reference import reference_truncate
 from stopstream.sse import SSEParser, wrap_gemini
@@ -248,23 +249,27 @@ _PART = st.one_of(
 )
 
 
+# The literal stops, and with them one that the end of the text can decide (``a`` last).
+_STOP_LISTS = st.sampled_from([STOPS, [*STOPS, Regex(r"a\b")]])
+
+
 @settings(max_examples=examples(200), deadline=None)
-@given(st.lists(_PART, max_size=6), st.booleans())
+@given(st.lists(_PART, max_size=6), st.booleans(), _STOP_LISTS)
+@example([text("a"), function_call("f", {"x": 1}), text("</answer>")], False, STOPS)
+@example([text("x</ans"), thought("plan"), text("wer>"), text("after")], False, STOPS)
+@example([text("x</ans"), thought("plan"), text("wer>"), text("after")], True, STOPS)
+@example([text("b "), text("ba")], False, [*STOPS, Regex(r"a\b")])
 def test_truncate_response_gives_what_the_stream_adapter_gives(
-    parts: list[Event], include_stop: bool
+    parts: list[Event], include_stop: bool, stops: list[str | Regex]
 ) -> None:
     response = gemini_chunk(parts, finish="MAX_TOKENS")
-    streamed = list(wrap([copy.deepcopy(response)], STOPS, include_stop=include_stop))
-    cut = truncate_response(copy.deepcopy(response), STOPS, include_stop)
-    assert texts([cut]) == texts(streamed)
-    got, want = cut["candidates"][0], streamed[-1]["candidates"][0]
-    assert (got["finishReason"], got.get("finishMessage")) == (
-        want["finishReason"],
-        want.get("finishMessage"),
-    )
-    # Thought summaries and calls before the cut are kept; everything after it is dropped.
-    kept = [p for p in got["content"]["parts"] if "text" not in p or p.get("thought")]
-    assert kept == [p for p in want["content"]["parts"] if "text" not in p or p.get("thought")]
+    streamed = list(wrap([copy.deepcopy(response)], stops, include_stop=include_stop))
+    cut = truncate_response(copy.deepcopy(response), stops, include_stop)
+    want = streamed[-1]["candidates"][0]
+    if "finishMessage" not in want:
+        assert cut == response  # no stop: nothing changes, not even where held text was
+        return
+    assert cut["candidates"][0] == want
 
 
 def test_truncate_response_cuts_in_place_across_parts() -> None:
@@ -274,7 +279,13 @@ def test_truncate_response_cuts_in_place_across_parts() -> None:
     )
     assert truncate_response(response, STOPS) is response
     candidate = response["candidates"][0]
-    assert candidate["content"]["parts"] == [thought("plan </answer>"), text("The answer is 4.")]
+    # As the stream has it: the held "</ans" was the stop's start, so the part that ends the
+    # stop keeps nothing of its text.
+    assert candidate["content"]["parts"] == [
+        thought("plan </answer>"),
+        text("The answer is 4."),
+        text(""),
+    ]
     assert (candidate["finishReason"], candidate["finishMessage"]) == ("STOP", "</answer>")
 
 

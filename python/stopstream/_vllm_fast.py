@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ._core import TokenStopFilter, Vocab
+from ._core import TokenStopFilter
 from ._vllm_detok import StopDetokenizer, stream_span
 from ._vllm_options import RequestStops
-from ._vocab import tokenizers_tokens
+from ._vocab import Vocab, tokenizers_tokens
 
 __all__ = ["STATS", "TokenDetokenizer", "vocab_for"]
 

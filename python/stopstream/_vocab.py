@@ -57,9 +57,6 @@ def byte_level_table() -> dict[str, int]:
     return table
 
 
-_BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")
-
-
 def _byte_level(token: str) -> bytes:
     table = byte_level_table()
     return b"".join(
@@ -69,6 +66,7 @@ def _byte_level(token: str) -> bytes:
 
 def _sentencepiece(decoders: list[dict[str, Any]]) -> tuple[Callable[[str], bytes], bool]:
     """A per-token decoder for ``Sequence([Replace, ByteFallback, Fuse, Strip])``-style chains."""
+    byte_token = re.compile(r"<0x([0-9A-Fa-f]{2})>")  # compiled here, not at `import stopstream`
     replacements: list[tuple[str, str]] = []
     byte_fallback = False
     fused = False
@@ -100,7 +98,7 @@ def _sentencepiece(decoders: list[dict[str, Any]]) -> tuple[Callable[[str], byte
             raise ValueError(f"unsupported decoder in Sequence: {json.dumps(d)}")
 
     def decode(token: str) -> bytes:
-        if byte_fallback and (m := _BYTE_TOKEN.fullmatch(token)):
+        if byte_fallback and (m := byte_token.fullmatch(token)):
             return bytes((int(m.group(1), 16),))
         for old, new in replacements:
             token = token.replace(old, new)

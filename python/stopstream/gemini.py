@@ -42,7 +42,7 @@ as the SDK's own parsing makes them).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterable, Iterable
+from collections.abc import AsyncIterable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from stopstream._adapter import (
@@ -56,7 +56,7 @@ from stopstream._adapter import (
     as_json,
     scan,
 )
-from stopstream._core import truncate
+from stopstream._core import StopFilter
 from stopstream._indexed import IndexedMachine, IndexedView, TextStream
 from stopstream._wrap import stop_set
 
@@ -131,41 +131,8 @@ class GeminiMachine(IndexedMachine):
         snake = _is_snake(chunk) or _is_snake(candidate)  # the SDK's model_dump() without aliases
         f = stream.filter
         content = candidate.get("content")
-        parts = content.get("parts") if isinstance(content, dict) else None
-        new_parts: list[Any] | None = None  # set once a part changed
-        last_text = -1  # position in new_parts of the last text part
-        if isinstance(parts, list):
-            for position_in, part in enumerate(parts):
-                text = part.get("text") if isinstance(part, dict) else None
-                if not isinstance(text, str) or part.get("thought") is True:
-                    if new_parts is not None:
-                        new_parts.append(part)
-                    continue
-                out = f.feed(text)
-                if out != text and new_parts is None:
-                    new_parts = list(parts[:position_in])
-                if new_parts is not None:
-                    last_text = len(new_parts)
-                    new_parts.append(part if out == text else {**part, "text": out})
-                else:
-                    last_text = position_in
-                if f.stopped:
-                    if new_parts is None:
-                        new_parts = list(parts[: position_in + 1])
-                    break
         finish = _get(candidate, "finishReason", "finish_reason")
-        if finish is not None and not f.stopped:
-            # The candidate's text ends here: what its filter holds goes out with its last
-            # text part, and a stop decided by the end is reported below like any other.
-            tail = scan(f, None, True)
-            if tail:
-                base = new_parts if new_parts is not None else list(parts or [])
-                if last_text >= 0:
-                    held = base[last_text]
-                    base[last_text] = {**held, "text": held["text"] + tail}
-                else:
-                    base.insert(0, {"text": tail})
-                new_parts = base
+        new_parts = _scan_parts(f, content, finish is not None)
         if f.stopped:
             self._stopped(index, stream)
             out_candidate = {**candidate}
@@ -198,6 +165,52 @@ class GeminiMachine(IndexedMachine):
         # The upstream ended (or was closed after a stop): nothing is owed; a candidate still
         # open keeps its held text (no ending is invented).
         return []
+
+
+def _scan_parts(f: StopFilter, content: object, ends: bool) -> list[Any] | None:
+    """A candidate's parts with its text through ``f`` (``None`` when no part changed), and,
+    where its text ends (``ends``: it carries its ``finishReason``), what ``f`` still holds
+    appended to its last text part.
+
+    Only text parts are fed (not ``thought: true`` ones); the parts after the one a stop fires
+    in are dropped. One function for the stream and for ``truncate_response``, so a whole
+    response is cut exactly as its stream would be.
+    """
+    parts = content.get("parts") if isinstance(content, dict) else None
+    new_parts: list[Any] | None = None  # set once a part changed
+    last_text = -1  # position in new_parts of the last text part
+    if isinstance(parts, list):
+        for position_in, part in enumerate(parts):
+            text = part.get("text") if isinstance(part, dict) else None
+            if not isinstance(text, str) or part.get("thought") is True:
+                if new_parts is not None:
+                    new_parts.append(part)
+                continue
+            out = f.feed(text)
+            if out != text and new_parts is None:
+                new_parts = list(parts[:position_in])
+            if new_parts is not None:
+                last_text = len(new_parts)
+                new_parts.append(part if out == text else {**part, "text": out})
+            else:
+                last_text = position_in
+            if f.stopped:
+                if new_parts is None:
+                    new_parts = list(parts[: position_in + 1])
+                break
+    if ends and not f.stopped:
+        # The candidate's text ends here: what its filter holds goes out with its last text
+        # part, and a stop decided by the end is reported like any other.
+        tail = scan(f, None, True)
+        if tail:
+            base = new_parts if new_parts is not None else list(parts or [])
+            if last_text >= 0:
+                held = base[last_text]
+                base[last_text] = {**held, "text": held["text"] + tail}
+            else:
+                base.insert(0, {"text": tail})
+            new_parts = base
+    return new_parts
 
 
 def _rebuild(value: JSON, sample: object, view: JSON | None) -> object:
@@ -263,16 +276,18 @@ def truncate_response(response: Any, stops: Stops, include_stop: bool | None = N
     """Apply ``stops`` to a non-streaming ``generateContent`` response and return it.
 
     ``response``: a ``dict`` of the wire shape (camelCase, or the SDK's snake_case
-    ``model_dump()``), cut in place; or a ``google-genai`` ``GenerateContentResponse``, returned
-    rebuilt with its own class (as the stream adapter rebuilds a changed chunk). Each
-    candidate's text parts (not thought summaries) are scanned as one text, as the stream
-    adapter scans a candidate: at its first stop the part holding the cut is cut there, the
-    parts after it are dropped, and the candidate gets ``finishReason: "STOP"`` and the stop's
-    text as ``finishMessage``. Anything else passes through unchanged.
+    ``model_dump()``), cut in place; or a ``google-genai`` ``GenerateContentResponse`` (or other
+    mapping), returned rebuilt with its own class, as the stream adapter rebuilds a changed
+    chunk. Each candidate is cut exactly as the stream adapter cuts a candidate whose text ends
+    in one chunk: its text parts (not thought summaries) are scanned as one text, the parts up
+    to the one its first stop ends in are kept (a part whose text was all stop keeps its other
+    fields with ``text: ""``), the parts after it are dropped, and the candidate gets
+    ``finishReason: "STOP"`` and the stop's text as ``finishMessage``. A candidate with no stop,
+    and anything that is not a response, is left as it is.
     """
     if isinstance(response, dict):
         data: JSON = response
-    elif callable(getattr(response, "model_dump", None)):
+    elif isinstance(response, Mapping) or callable(getattr(response, "model_dump", None)):
         data = as_json(response)
     else:
         return response
@@ -282,31 +297,20 @@ def truncate_response(response: Any, stops: Stops, include_stop: bool | None = N
     compiled = stop_set(stops, include_stop)
     changed = False
     for candidate in candidates:
-        content = candidate.get("content") if isinstance(candidate, dict) else None
-        parts = content.get("parts") if isinstance(content, dict) else None
-        if not isinstance(parts, list):
+        if not isinstance(candidate, dict):
             continue
-        scanned = [
-            (i, part["text"])
-            for i, part in enumerate(parts)
-            if isinstance(part, dict)
-            and isinstance(part.get("text"), str)
-            and part.get("thought") is not True
-        ]
-        kept, stop = truncate("".join(t for _, t in scanned), compiled)
-        if stop is None:
-            continue
-        # The part the cut falls in (the first whose text reaches it) keeps its text up to it.
-        start = 0
-        for i, t in scanned:
-            if start + len(t) >= len(kept):
-                parts[i] = {**parts[i], "text": t[: len(kept) - start]}
-                del parts[i + 1 :]
-                break
-            start += len(t)
+        f = StopFilter(compiled)
+        content = candidate.get("content")
+        new_parts = _scan_parts(f, content, True)
+        if not f.stopped:
+            continue  # the text stands as it is (held text was only moved between parts)
+        if new_parts is not None:
+            new_content = content if isinstance(content, dict) else {"role": "model"}
+            new_content["parts"] = new_parts
+            candidate["content"] = new_content
         snake = _is_snake(data) or _is_snake(candidate)
         candidate["finish_reason" if snake else "finishReason"] = "STOP"
-        candidate["finish_message" if snake else "finishMessage"] = stop
+        candidate["finish_message" if snake else "finishMessage"] = f.stop_sequence
         changed = True
     if response is data or not changed:
         return response

@@ -1,8 +1,8 @@
 //! One stream type over either kind of compiled stop list, for decoded text or raw bytes.
 //!
 //! [`CompiledStops`] (in `compiled.rs`) is a compiled list: the literal automaton
-//! ([`StopSet`]) when every stop is a plain string, else the composed matcher of contract §6 ([`Matcher`]: `Stop` and `Regex`
-//! items, skip regions). [`Filter`] is a stream over one, taking `str` chunks (as UTF-8) or
+//! ([`StopSet`]) when every stop is a plain string, else the composed matcher of contract §6
+//! ([`Matcher`]: `Stop` and `Regex` items, skip regions). [`Filter`] is a stream over one, taking `str` chunks (as UTF-8) or
 //! bytes split anywhere; its [`Filter::feed`] returns the output directly, borrowed from the
 //! input when it is a prefix of it (nearly every chunk) and from the filter's own buffer
 //! otherwise. Every binding (the push filters, the pull stream, the adapters' stage) drives

@@ -15,7 +15,7 @@ use crate::Fed;
 
 /// A tokenizer's vocabulary: token id to bytes. `stopstream.Vocab` subclasses it with the
 /// constructors that read a tokenizer object (`stopstream._vocab`), so no Rust code imports
-/// Python.
+/// the package's own Python modules.
 #[pyclass(frozen, subclass, module = "stopstream._core")]
 pub(crate) struct Vocab {
     pub(super) inner: crate::Vocab,
