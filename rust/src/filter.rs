@@ -113,8 +113,10 @@ pub struct Saved(TextStream);
 enum Kind {
     Text(Arc<StopSet>, TextStream),
     Bytes(Arc<StopSet>, ByteStream),
-    ComposedText(Arc<Matcher>, MatchStream),
-    ComposedBytes(Arc<Matcher>, ByteStream<MatchStream>),
+    // Boxed: a composed stream is 176 bytes or more against a literal one's 24, and every
+    // filter (a literal one per request, nearly always) is moved into its Python object whole.
+    ComposedText(Arc<Matcher>, Box<MatchStream>),
+    ComposedBytes(Arc<Matcher>, Box<ByteStream<MatchStream>>),
 }
 
 /// A stream over a [`CompiledStops`]: decoded text (whole characters per chunk) or raw UTF-8
@@ -124,7 +126,8 @@ pub struct Filter {
     kind: Kind,
     /// Under strict decoding, the error of an invalid sequence whose place ended the text and
     /// so fired a stop (contract §9.9), for the caller to raise after that stop's output.
-    owed: Option<Error>,
+    /// Boxed, as the composed streams are: rare, and 56 bytes inline.
+    owed: Option<Box<Error>>,
     /// Output that is not a prefix of the input; its capacity is kept between calls.
     buf: Vec<u8>,
 }
@@ -142,10 +145,11 @@ impl Filter {
                 Kind::Bytes(Arc::clone(s), ByteStream::new(include_stop, replace))
             }
             (CompiledStops::Composed(m), false) => {
-                Kind::ComposedText(Arc::clone(m), MatchStream::new(m))
+                Kind::ComposedText(Arc::clone(m), Box::new(MatchStream::new(m)))
             }
             (CompiledStops::Composed(m), true) => {
-                Kind::ComposedBytes(Arc::clone(m), ByteStream::over(MatchStream::new(m), replace))
+                let stream = ByteStream::over(MatchStream::new(m), replace);
+                Kind::ComposedBytes(Arc::clone(m), Box::new(stream))
             }
         };
         Filter { kind, owed: None, buf: Vec::new() }
@@ -157,7 +161,7 @@ impl Filter {
             Kind::Text(_, t) => t.reset(),
             Kind::Bytes(_, b) => b.reset(),
             Kind::ComposedText(m, t) => t.reset(m),
-            Kind::ComposedBytes(m, b) => *b = ByteStream::over(MatchStream::new(m), b.replace()),
+            Kind::ComposedBytes(m, b) => **b = ByteStream::over(MatchStream::new(m), b.replace()),
         }
         self.owed = None;
     }
@@ -289,12 +293,12 @@ impl Filter {
             Kind::ComposedText(m, t) => t.feed(m, input, &mut self.buf)?,
             Kind::Bytes(s, b) => {
                 let (fed, owed) = b.feed_deferring(s, input, &mut self.buf)?;
-                self.owed = owed.or(self.owed.take());
+                self.owed = owed.map(Box::new).or(self.owed.take());
                 fed
             }
             Kind::ComposedBytes(m, b) => {
                 let (fed, owed) = b.feed_deferring(m, input, &mut self.buf)?;
-                self.owed = owed.or(self.owed.take());
+                self.owed = owed.map(Box::new).or(self.owed.take());
                 fed
             }
         };
@@ -315,11 +319,11 @@ impl Filter {
             Kind::ComposedText(m, t) => t.finish(m, &mut self.buf),
             Kind::Bytes(s, b) => {
                 let owed = b.finish_deferring(s, &mut self.buf)?;
-                self.owed = owed.or(self.owed.take());
+                self.owed = owed.map(Box::new).or(self.owed.take());
             }
             Kind::ComposedBytes(m, b) => {
                 let owed = b.finish_deferring(m, &mut self.buf)?;
-                self.owed = owed.or(self.owed.take());
+                self.owed = owed.map(Box::new).or(self.owed.take());
             }
         }
         Ok(&self.buf)
@@ -331,7 +335,7 @@ impl Filter {
         // Checked first: moving an empty `Option<Error>` out costs a copy of its whole size,
         // on every chunk.
         self.owed.as_ref()?;
-        self.owed.take()
+        self.owed.take().map(|owed| *owed)
     }
 
     /// [`Filter::feed`] of a literal text stream when it fires no stop: appends the output to
