@@ -136,6 +136,7 @@ impl Filter {
     /// A fresh stream over `stops`, for bytes (`bytes`) or decoded text. `include_stop` is the
     /// literal list's flag (a composed list carries one per stop); `replace` selects
     /// `errors="replace"` for bytes.
+    #[inline]
     pub fn new(stops: &CompiledStops, bytes: bool, include_stop: bool, replace: bool) -> Filter {
         let kind = match (stops, bytes) {
             (CompiledStops::Literal(s), false) => {
