@@ -139,8 +139,7 @@ class GeminiMachine(IndexedMachine):
             if new_parts is not None:
                 new_content = {**content} if isinstance(content, dict) else {"role": "model"}
                 out_candidate["content"] = {**new_content, "parts": new_parts}
-            out_candidate["finish_reason" if snake else "finishReason"] = "STOP"
-            out_candidate["finish_message" if snake else "finishMessage"] = f.stop_sequence
+            _name_stop(out_candidate, snake, f.stop_sequence)
             return out_candidate
         if finish is not None:
             self._finished(index, stream, finish)
@@ -165,6 +164,13 @@ class GeminiMachine(IndexedMachine):
         # The upstream ended (or was closed after a stop): nothing is owed; a candidate still
         # open keeps its held text (no ending is invented).
         return []
+
+
+def _name_stop(candidate: JSON, snake: bool, stop: str | None) -> None:
+    """A candidate a stop ended: ``finishReason: "STOP"`` and the stop as ``finishMessage``
+    (the SDK's models forbid extra fields), in the keys' case of the chunk."""
+    candidate["finish_reason" if snake else "finishReason"] = GeminiMachine.stop_finish
+    candidate["finish_message" if snake else "finishMessage"] = stop
 
 
 def _scan_parts(f: StopFilter, content: object, ends: bool) -> list[Any] | None:
@@ -309,8 +315,7 @@ def truncate_response(response: Any, stops: Stops, include_stop: bool | None = N
             new_content["parts"] = new_parts
             candidate["content"] = new_content
         snake = _is_snake(data) or _is_snake(candidate)
-        candidate["finish_reason" if snake else "finishReason"] = "STOP"
-        candidate["finish_message" if snake else "finishMessage"] = f.stop_sequence
+        _name_stop(candidate, snake, f.stop_sequence)
         changed = True
     if response is data or not changed:
         return response

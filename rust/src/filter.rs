@@ -333,8 +333,7 @@ impl Filter {
     /// The decoding error owed after a stop (contract §9.9), taken.
     #[inline]
     pub fn take_owed(&mut self) -> Option<Error> {
-        // Checked first: moving an empty `Option<Error>` out costs a copy of its whole size,
-        // on every chunk.
+        // Checked first: the usual chunk owes nothing, and then nothing is written.
         self.owed.as_ref()?;
         self.owed.take().map(|owed| *owed)
     }
