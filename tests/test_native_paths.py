@@ -793,7 +793,8 @@ def test_sse_stage_keeps_its_table_when_the_state_cannot_be_read() -> None:
         def __init__(self, *_: Any) -> None:
             pass
 
-    stage = _SSEStage(Driver(), "chat", Event)
+    driver = Driver()
+    stage = _SSEStage(driver._slow, driver._state, lambda *_: b"", "chat", Event)
     with pytest.raises(TypeError):
         stage.push(b"data: [DONE]\n\n")
     for index in (0, 1):
@@ -821,7 +822,7 @@ def test_sse_stage_in_a_reference_cycle_is_collected() -> None:
             pass
 
     driver = Driver()
-    driver.stage = _SSEStage(driver, "chat", Event)
+    driver.stage = _SSEStage(driver._state, driver._state, driver._state, "chat", Event)
     gone = weakref.ref(driver)
     del driver
     gc.collect()

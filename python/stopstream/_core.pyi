@@ -693,17 +693,23 @@ class _SDKStage:
 class _SSEStage:
     """The lifecycle stage of ``stopstream.sse``: parses the body natively, handles the common
     event (a text delta of an open text stream that fires no stop: forwarded as the same bytes,
-    or with only its text string replaced), and hands every other event to ``driver``."""
+    or with only its text string replaced), and hands every other event to ``slow``."""
 
     def __new__(
         cls,
-        driver: Any,
+        slow: Callable[[Any, bytes, bytes | int | None], bytes],
+        state: Callable[[], tuple[bool, bool, list[tuple[Any, ...]], int | None]],
+        end: Callable[[bytes, bytes | int | None], bytes],
         shape: Literal["chat", "messages", "responses", "gemini"],
         event: type[Any],
     ) -> Self:
-        """``driver``: a ``stopstream.sse.SSEDriver``; ``shape``: the provider's event shape
-        (OpenAI Chat Completions, Anthropic Messages, OpenAI Responses, Gemini); ``event``: the
-        class of the events handed to the driver (``stopstream.sse.Event``)."""
+        """The Python side (a ``stopstream.sse.SSEDriver``'s): ``slow(event, eol, seen)``, the
+        bytes written for an event not handled natively; ``state()``, read after each call
+        (whether the common event may be handled natively, closing, the open text streams'
+        filters, the last sequence number); ``end(eol, seen)``, the bytes written at the end of
+        the body. ``shape``: the provider's event shape (OpenAI Chat Completions, Anthropic
+        Messages, OpenAI Responses, Gemini); ``event``: the class of the events handed to
+        ``slow`` (``stopstream.sse.Event``)."""
     def push(self, item: bytes | bytearray | memoryview | str) -> bytes:
         """Parses a body chunk; returns the bytes to forward (empty for none)."""
     @property

@@ -272,9 +272,10 @@ class SSEDriver:
 
     Two uses: as a lifecycle stage by itself (``push`` / ``end`` parse with ``SSEParser``: the
     reference the native path is tested against), and as the slow path of the native stage
-    (``stopstream._core._SSEStage``), which parses the body and handles the common event (a text
-    delta that fires no stop) itself, handing every other event to ``_slow`` and the end of
-    the body to ``_end``, and reading ``_state`` after each: whether the machine is open, its
+    (``stopstream._core._SSEStage``, built with ``_slow``, ``_state`` and ``_end``), which parses
+    the body and handles the common event (a text delta that fires no stop) itself, handing
+    every other event to ``_slow`` and the end of the body to ``_end``, and reading ``_state``
+    after each: whether the machine is open, its
     open text streams' filters (the very filters the machine feeds) and, for the Responses
     API, the last sequence number emitted. With ``_slow`` and ``_end`` comes ``seen``: what the
     machine would have recorded of the events handled natively (Chat: the latest chunk's JSON;
@@ -409,7 +410,8 @@ _FRAMING: dict[Shape, tuple[bool, bool]] = {
 def native_stage(machine: Machine) -> _SSEStage:
     """The stage the SSE streams run: native parsing, ``SSEDriver`` for all but the common
     event."""
-    return _SSEStage(SSEDriver(machine), machine.shape, Event)
+    driver = SSEDriver(machine)
+    return _SSEStage(driver._slow, driver._state, driver._end, machine.shape, Event)
 
 
 if TYPE_CHECKING:

@@ -4,7 +4,8 @@
 //! own `StopFilter` objects (one per text stream) and, for the Responses, its parts' lists of
 //! emitted texts. Anything else (role and finish chunks, usage, `[DONE]`, a stop firing, block
 //! starts and stops, unknown shapes, multi-line data) is handed, as the parser's `Event`, to
-//! the machine (`stopstream.sse.SSEDriver`), which holds the rules; with it, what the machine
+//! the machine's driver (`stopstream.sse.SSEDriver`), which holds the rules, through the three
+//! callables it was built with (no method is looked up by name); with it, what the machine
 //! has not seen of the events handled natively (Chat's latest chunk, the template of the
 //! chunks it synthesizes; the Responses' latest sequence number). After each, the machine's
 //! state (open, closing, its table of open streams) is read back.
@@ -66,9 +67,13 @@ struct StageState {
 #[pyclass(frozen, module = "stopstream._core", name = "_SSEStage")]
 pub(super) struct SSEStage {
     state: TryLock<StageState>,
-    /// The Python side: `_slow(event, eol, seen) -> bytes`, `_state() -> (fast, closing,
-    /// table, floor)`, `_end(eol, seen) -> bytes` (`seen`: see [`SSEStage::seen`]).
-    driver: Py<PyAny>,
+    /// The Python side's `slow(event, eol, seen) -> bytes`: an event not handled here (`seen`:
+    /// see [`SSEStage::seen`]).
+    slow: Py<PyAny>,
+    /// `state() -> (fast, closing, table, floor)`, read after each call into the Python side.
+    table: Py<PyAny>,
+    /// `end(eol, seen) -> bytes`: the end of the body.
+    end: Py<PyAny>,
     /// `stopstream.sse.Event`, built for the events handed to the driver.
     event: Py<PyAny>,
     closing: AtomicBool,
@@ -127,7 +132,7 @@ impl SSEStage {
         st.common.parser.discard();
         let eol = PyBytes::new(py, st.common.parser.eol());
         let seen = Self::seen(py, &mut st);
-        let written = self.driver.bind(py).call_method1(pyo3::intern!(py, "_end"), (eol, seen))?;
+        let written = self.end.bind(py).call1((eol, seen))?;
         out.extend_from_slice(written.cast::<PyBytes>()?.as_bytes());
         drop(st);
         Ok(PyBytes::new(py, &out))
@@ -136,7 +141,7 @@ impl SSEStage {
     /// Reads the driver's state after it handled an event. The tables change only once the
     /// whole state has been read, so a state that fails to read leaves them as they were.
     fn sync(&self, py: Python<'_>, st: &mut StageState) -> PyResult<()> {
-        let state = self.driver.bind(py).call_method0(pyo3::intern!(py, "_state"))?;
+        let state = self.table.bind(py).call0()?;
         let (fast, closing, table, floor): (bool, bool, Bound<'_, PyList>, Option<i64>) =
             state.extract()?;
         let mut open = Vec::with_capacity(table.len());
@@ -198,8 +203,7 @@ impl SSEStage {
         let event = self.event.bind(py).call1((lines, data_at, values))?;
         let eol = PyBytes::new(py, st.common.parser.eol());
         let seen = Self::seen(py, st);
-        let written =
-            self.driver.bind(py).call_method1(pyo3::intern!(py, "_slow"), (event, eol, seen))?;
+        let written = self.slow.bind(py).call1((event, eol, seen))?;
         out.extend_from_slice(written.cast::<PyBytes>()?.as_bytes());
         self.sync(py, st)
     }
@@ -208,10 +212,12 @@ impl SSEStage {
 #[pymethods]
 impl SSEStage {
     #[new]
-    #[pyo3(signature = (driver, shape, event))]
+    #[pyo3(signature = (slow, state, end, shape, event))]
     fn new(
         py: Python<'_>,
-        driver: Bound<'_, PyAny>,
+        slow: Py<PyAny>,
+        state: Py<PyAny>,
+        end: Py<PyAny>,
         shape: &str,
         event: Bound<'_, PyAny>,
     ) -> PyResult<Self> {
@@ -222,7 +228,9 @@ impl SSEStage {
         };
         let stage = SSEStage {
             state: TryLock::new(StageState { common: Common::new(provider), table: Vec::new() }),
-            driver: driver.unbind(),
+            slow,
+            table: state,
+            end,
             event: event.unbind(),
             closing: AtomicBool::new(false),
         };
@@ -259,7 +267,9 @@ impl SSEStage {
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        visit.call(&self.driver)?;
+        visit.call(&self.slow)?;
+        visit.call(&self.table)?;
+        visit.call(&self.end)?;
         visit.call(&self.event)?;
         // SAFETY: the collector calls `tp_traverse` on an attached thread, which is what the
         // lock relies on; a stage in use is reachable anyway.
