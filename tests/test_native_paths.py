@@ -817,12 +817,18 @@ def test_sse_stage_in_a_reference_cycle_is_collected() -> None:
         def _state(self) -> tuple[bool, bool, list[tuple[Any, ...]], None]:
             return True, False, [(0, self.filter)], None
 
+        def _slow(self, event: Any, eol: bytes, seen: Any) -> bytes:
+            return b""
+
+        def _end(self, eol: bytes, seen: Any) -> bytes:
+            return b""
+
     class Event:
         def __init__(self, *_: Any) -> None:
             pass
 
     driver = Driver()
-    driver.stage = _SSEStage(driver._state, driver._state, driver._state, "chat", Event)
+    driver.stage = _SSEStage(driver._slow, driver._state, driver._end, "chat", Event)
     gone = weakref.ref(driver)
     del driver
     gc.collect()

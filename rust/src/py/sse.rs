@@ -226,7 +226,7 @@ impl SSEStage {
                 "shape must be 'chat', 'messages', 'responses' or 'gemini', not {shape:?}"
             )));
         };
-        let stage = SSEStage {
+        let built = SSEStage {
             state: TryLock::new(StageState { common: Common::new(provider), table: Vec::new() }),
             slow,
             table: state,
@@ -235,10 +235,10 @@ impl SSEStage {
             closing: AtomicBool::new(false),
         };
         {
-            let mut st = stage.state(py)?;
-            stage.sync(py, &mut st)?;
+            let mut st = built.state(py)?;
+            built.sync(py, &mut st)?;
         }
-        Ok(stage)
+        Ok(built)
     }
 
     /// Parses a body chunk; returns the bytes to forward (empty for none).
