@@ -275,11 +275,11 @@ class SSEDriver:
     (``stopstream._core._SSEStage``, built with ``_slow``, ``_state`` and ``_end``), which parses
     the body and handles the common event (a text delta that fires no stop) itself, handing
     every other event to ``_slow`` and the end of the body to ``_end``, and reading ``_state``
-    after each: whether the machine is open, its
-    open text streams' filters (the very filters the machine feeds) and, for the Responses
-    API, the last sequence number emitted. With ``_slow`` and ``_end`` comes ``seen``: what the
-    machine would have recorded of the events handled natively (Chat: the latest chunk's JSON;
-    Responses: the latest sequence number), or ``None``.
+    after each: whether the machine is open, its open text streams' filters (the very filters
+    the machine feeds) and, for the Responses API, the last sequence number emitted. With
+    ``_slow`` and ``_end`` comes ``seen``: what the machine would have recorded of the events
+    handled natively (Chat: the latest chunk's JSON; Responses: the latest sequence number), or
+    ``None``.
     """
 
     __slots__ = ("_done", "_ended", "_machine", "_named", "_openai", "_parser")
