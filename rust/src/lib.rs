@@ -65,6 +65,7 @@ mod lifecycle;
 mod matcher;
 mod prefilter;
 mod published;
+pub mod pull;
 mod regex;
 mod region;
 pub mod sse;

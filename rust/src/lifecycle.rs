@@ -53,6 +53,21 @@ pub enum Action<T, E> {
     EndStage,
 }
 
+impl<T, E> Action<T, E> {
+    /// The same action with its item converted by `f`.
+    #[inline]
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Action<U, E> {
+        match self {
+            Action::Deliver(item) => Action::Deliver(f(item)),
+            Action::Raise(err) => Action::Raise(err),
+            Action::End => Action::End,
+            Action::Pull => Action::Pull,
+            Action::Close(why) => Action::Close(why),
+            Action::EndStage => Action::EndStage,
+        }
+    }
+}
+
 /// What a finished close leaves to its driver.
 #[derive(Debug)]
 pub struct Closed<T, E> {

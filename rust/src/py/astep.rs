@@ -1,6 +1,6 @@
 //! `AsyncPullStep`: the awaitable that `AsyncDriver.__anext__` (one pull) and `aclose()`
-//! return, with a coroutine's protocol, and its closing mode (each object's `aclose()`, else
-//! `close()`, awaited in turn).
+//! return, with a coroutine's protocol. Its states and rules are the core's [`pull`]; here are
+//! the Python operations it asks for ([`PullHost`]) and the awaitable's Python face.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -13,100 +13,187 @@ use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::PyTraverseError;
 
-use super::astream::{advance, close_failed, report, AsyncDriver, Outcome, Todo};
+use super::astream::{is_cancellation, report, start_close, AsyncDriver, PyAction};
 use super::awaits::{
-    await_iter, is_awaitable, made, send, throw_into, thrown, yielded, Input, Sent,
+    anext, await_iter, is_awaitable, made, send, throw_into, thrown, yielded, Sent,
 };
 use super::slots::{optional_attr, sole_unfinalized};
 use super::try_lock;
 use crate::lock::TryLock;
+use crate::pull::{self, CloseMode, Closer, Input, Misuse, Todo};
 use crate::Close;
 
-/// What a closing awaitable does with a failure once every object is closed.
-pub(super) enum CloseMode {
-    /// Raises the first.
-    Raise,
-    /// Hands it to the stream's lifecycle as the failure of the close after a stop (raised
-    /// after the last output).
-    Defer(Py<AsyncDriver>),
-    /// Tells the event loop's exception handler, with this message.
-    Report(&'static str),
+/// A pull's state, over the bindings' objects.
+pub(super) type Step = pull::Step<Py<AsyncDriver>, Py<PyAny>, PyErr>;
+
+/// The host of a pull of `AsyncDriver` (see [`pull::Host`]): `step` is the awaitable, kept as
+/// the driver's spare when it delivers.
+struct PullHost<'a, 'py> {
+    py: Python<'py>,
+    step: &'a Bound<'py, AsyncPullStep>,
 }
 
-/// Closing objects one by one: each one's `aclose()`, else `close()` (awaited when it returns
-/// an awaitable, as the SDKs' async streams' `close()` does). All are closed even if one fails.
-pub(super) struct Closer {
-    objects: VecDeque<Py<PyAny>>,
-    /// The iterator of the close being awaited.
-    current: Option<Py<PyAny>>,
-    first: Option<PyErr>,
-    mode: CloseMode,
-}
+impl<'py> pull::Host for PullHost<'_, 'py> {
+    type Driver = Bound<'py, AsyncDriver>;
+    type Obj = Bound<'py, PyAny>;
+    type Err = PyErr;
 
-impl Closer {
-    fn failed(&mut self, py: Python<'_>, err: PyErr) {
-        if self.first.is_none() {
-            self.first = Some(made(py, err));
+    #[inline]
+    fn send(
+        &self,
+        it: &Bound<'py, PyAny>,
+        input: Input<Bound<'py, PyAny>, PyErr>,
+    ) -> PyResult<Sent<'py>> {
+        match input {
+            Input::Send(value) => send(it, &value),
+            Input::Throw(err) => throw_into(it, err),
         }
     }
 
-    /// Runs the closes from `input` until one suspends (`Yield`) or all are done.
-    fn resume<'py>(&mut self, py: Python<'py>, input: Input<'py>) -> PyResult<Sent<'py>> {
-        let none = py.None().into_bound(py);
-        let mut input = Some(input);
-        loop {
-            if let Some(it) = self.current.take() {
-                let it = it.into_bound(py);
-                let sent = match input.take() {
-                    Some(Input::Send(value)) => send(&it, &value),
-                    Some(Input::Throw(err)) => throw_into(&it, err),
-                    None => send(&it, &none),
-                };
-                match sent {
-                    Ok(Sent::Yield(value)) => {
-                        self.current = Some(it.unbind());
-                        return Ok(Sent::Yield(value));
-                    }
-                    Ok(Sent::Return(_)) => {}
-                    Err(err) => self.failed(py, err),
-                }
-            } else if let Some(Input::Throw(err)) = input.take() {
-                self.failed(py, err);
+    #[inline]
+    fn none(&self) -> Bound<'py, PyAny> {
+        self.py.None().into_bound(self.py)
+    }
+
+    #[inline]
+    fn is_none(&self, value: &Bound<'py, PyAny>) -> bool {
+        value.is_none()
+    }
+
+    fn made(&self, err: PyErr) -> PyErr {
+        made(self.py, err)
+    }
+
+    fn is_exception(&self, err: &PyErr) -> bool {
+        err.is_instance_of::<PyException>(self.py)
+    }
+
+    fn is_cancellation(&self, err: &PyErr) -> bool {
+        is_cancellation(self.py, err)
+    }
+
+    fn ends_close(&self, err: &PyErr) -> bool {
+        err.is_instance_of::<PyGeneratorExit>(self.py)
+            || err.is_instance_of::<PyStopIteration>(self.py)
+            || err.is_instance_of::<PyStopAsyncIteration>(self.py)
+    }
+
+    fn misuse(&self, misuse: Misuse) -> PyErr {
+        match misuse {
+            Misuse::Reused => PyRuntimeError::new_err("cannot reuse already awaited coroutine"),
+            Misuse::StartValue => {
+                PyTypeError::new_err("can't send non-None value to a just-started coroutine")
             }
-            let Some(object) = self.objects.pop_front() else { return self.finish(py) };
-            match start_one(object.bind(py)) {
-                Ok(Some(it)) => self.current = Some(it.unbind()),
-                Ok(None) => {}
-                Err(err) => self.failed(py, err),
-            }
+            Misuse::Concurrent => PyRuntimeError::new_err(
+                "stream is already being iterated (concurrent __anext__ or re-entrant call)",
+            ),
+            Misuse::IgnoredExit => PyRuntimeError::new_err("coroutine ignored GeneratorExit"),
         }
     }
 
-    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Sent<'py>> {
-        let none = Sent::Return(py.None().into_bound(py));
-        let Some(err) = self.first.take() else { return Ok(none) };
-        if !err.is_instance_of::<PyException>(py) {
-            return Err(err);
+    fn end_of_stream(&self) -> PyErr {
+        PyStopAsyncIteration::new_err(())
+    }
+
+    fn close_awaitable(&self, it: &Bound<'py, PyAny>) -> PyResult<()> {
+        if let Some(close) = it.getattr_opt(pyo3::intern!(self.py, "close"))? {
+            close.call0()?;
         }
-        match &self.mode {
-            CloseMode::Raise => Err(err),
-            CloseMode::Defer(driver) => {
-                // The lifecycle's rule for a failing close after a stop (deferred past the last
-                // output). Its next action, the stage's end, is the pull's: the pull awaiting
-                // this close carries it out, or did already when it was cancelled.
-                let _ = driver.get().closed(py, Close::Stop, Some(err));
-                Ok(none)
-            }
-            CloseMode::Report(message) => {
-                report(py, message, err);
-                Ok(none)
-            }
+        Ok(())
+    }
+
+    fn start_close_of(&self, object: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        start_one(object)
+    }
+
+    fn report(&self, message: &'static str, err: PyErr) {
+        report(self.py, message, err);
+    }
+
+    #[inline]
+    fn claim(&self, driver: &Bound<'py, AsyncDriver>) -> bool {
+        !driver.get().running.swap(true, Ordering::AcqRel)
+    }
+
+    #[inline]
+    fn release(&self, driver: &Bound<'py, AsyncDriver>) {
+        driver.get().running.store(false, Ordering::Release);
+    }
+
+    #[inline]
+    fn begin(&self, driver: &Bound<'py, AsyncDriver>) -> Todo<Bound<'py, PyAny>, PyErr> {
+        match driver.get().begin(self.py, self.step) {
+            Todo::Do(action) => Todo::Do(action.map(|out| out.into_bound(self.py))),
+            Todo::Pull(iterator, position) => Todo::Pull(iterator.into_bound(self.py), position),
         }
+    }
+
+    #[inline]
+    fn anext(&self, iterator: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        anext(iterator).and_then(await_iter)
+    }
+
+    #[inline]
+    fn item(
+        &self,
+        driver: &Bound<'py, AsyncDriver>,
+        item: Bound<'py, PyAny>,
+        position: usize,
+    ) -> Action<'py> {
+        self.bound(driver.get().item(self.py, &item, position, self.step))
+    }
+
+    fn upstream_raised(&self, driver: &Bound<'py, AsyncDriver>, err: PyErr) -> Action<'py> {
+        self.bound(driver.get().upstream_raised(self.py, err, self.step))
+    }
+
+    fn pull_target(
+        &self,
+        driver: &Bound<'py, AsyncDriver>,
+    ) -> PyResult<Option<(Bound<'py, PyAny>, usize)>> {
+        let target = driver.get().st(self.py)?.pull_target(self.py);
+        Ok(target.map(|(iterator, position)| (iterator.into_bound(self.py), position)))
+    }
+
+    fn start_close(
+        &self,
+        driver: &Bound<'py, AsyncDriver>,
+        why: &Close<PyErr>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        start_close(driver, why)
+    }
+
+    fn closed(
+        &self,
+        driver: &Bound<'py, AsyncDriver>,
+        why: Close<PyErr>,
+        failure: Option<PyErr>,
+    ) -> Action<'py> {
+        self.bound(driver.get().closed(self.py, why, failure))
+    }
+
+    fn end_stage(&self, driver: &Bound<'py, AsyncDriver>) -> PyResult<()> {
+        driver.get().end_stage(self.py)
+    }
+
+    fn next_action(&self, driver: &Bound<'py, AsyncDriver>) -> Action<'py> {
+        self.bound(driver.get().next_action(self.py, self.step))
     }
 }
 
-/// Starts closing `object`: the iterator to await, or `None` when the close is done already
-/// (or the object has no close).
+impl<'py> PullHost<'_, 'py> {
+    #[inline]
+    fn bound(&self, action: PyAction) -> Action<'py> {
+        action.map(|out| out.into_bound(self.py))
+    }
+}
+
+/// A lifecycle action over borrowed objects.
+type Action<'py> = crate::Action<Bound<'py, PyAny>, PyErr>;
+
+/// Starts closing `object` (its `aclose()`, else `close()`, awaited when it returns an
+/// awaitable, as the SDKs' async streams' `close()` does): the iterator to await, or `None`
+/// when the close is done already (or the object has no close).
 fn start_one<'py>(object: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
     let py = object.py();
     let mut close =
@@ -121,30 +208,6 @@ fn start_one<'py>(object: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAn
         return await_iter(result).map(Some);
     }
     Ok(None)
-}
-
-/// What a step awaiting the upstream or a close did.
-enum Resumed<'py> {
-    /// It ended: the driver goes on with what the lifecycle does next.
-    Next(Bound<'py, AsyncDriver>, Todo<'py>),
-    /// Suspended again, with what it yields.
-    Yield(Step, Bound<'py, PyAny>),
-    /// With an error for the awaiter.
-    Raise(PyErr),
-}
-
-/// Where an awaitable is.
-pub(super) enum Step {
-    /// Created, not yet sent to: a pull of this driver.
-    Start(Py<AsyncDriver>),
-    /// Driving the upstream's awaitable (its iterator) for the `position`-th item.
-    Pulling(Py<AsyncDriver>, Py<PyAny>, usize),
-    /// Driving the close the lifecycle asked for (its iterator).
-    Closing(Py<AsyncDriver>, Py<PyAny>, Close<PyErr>),
-    /// Not a pull: closing objects (`aclose()`, or a close the lifecycle asked for).
-    Closer(Closer),
-    /// Returned or raised. It refers to nothing, not even its driver.
-    Done,
 }
 
 /// The awaitable returned by `AsyncDriver.__anext__` (one pull) and `aclose()`, with a
@@ -176,137 +239,30 @@ impl AsyncPullStep {
     pub(super) fn closing(
         py: Python<'_>,
         objects: VecDeque<Py<PyAny>>,
-        mode: CloseMode,
+        mode: CloseMode<Py<AsyncDriver>>,
     ) -> PyResult<Bound<'_, Self>> {
-        let closer = Closer { objects, current: None, first: None, mode };
-        Bound::new(py, AsyncPullStep { step: TryLock::new(Step::Closer(closer)) })
-    }
-
-    /// A step of a pull awaiting the upstream.
-    fn pulling<'py>(
-        py: Python<'py>,
-        driver: Py<AsyncDriver>,
-        it: Bound<'py, PyAny>,
-        position: usize,
-        input: Input<'py>,
-        slf: &Bound<'py, Self>,
-    ) -> Resumed<'py> {
-        let sent = match input {
-            Input::Send(value) => send(&it, &value),
-            Input::Throw(err) => throw_into(&it, err),
-        };
-        let this = driver.get();
-        let action = match sent {
-            Ok(Sent::Yield(value)) => {
-                return Resumed::Yield(Step::Pulling(driver, it.unbind(), position), value);
-            }
-            Ok(Sent::Return(item)) => this.item(py, &item, position, slf),
-            Err(err) => this.upstream_raised(py, err, slf),
-        };
-        Resumed::Next(driver.into_bound(py), Todo::Do(action))
-    }
-
-    /// A step of a pull awaiting a close the lifecycle asked for, as [`AsyncPullStep::pulling`].
-    fn closing_step<'py>(
-        py: Python<'py>,
-        driver: Bound<'py, AsyncDriver>,
-        it: Bound<'py, PyAny>,
-        why: Close<PyErr>,
-        input: Input<'py>,
-    ) -> Resumed<'py> {
-        let sent = match input {
-            Input::Send(value) => send(&it, &value),
-            Input::Throw(err) => throw_into(&it, err),
-        };
-        let action = match sent {
-            Ok(Sent::Yield(value)) => {
-                return Resumed::Yield(Step::Closing(driver.unbind(), it.unbind(), why), value);
-            }
-            Ok(Sent::Return(_)) => driver.get().closed(py, why, None),
-            Err(err) => match close_failed(&driver, why, err) {
-                Ok(action) => action,
-                Err(err) => {
-                    driver.get().running.store(false, Ordering::Release);
-                    return Resumed::Raise(err);
-                }
-            },
-        };
-        Resumed::Next(driver, Todo::Do(action))
+        let step = Step::Closer(Closer::new(objects, mode));
+        Bound::new(py, AsyncPullStep { step: TryLock::new(step) })
     }
 
     /// One step of the awaitable: what it yields to the event loop, or what it returns.
-    pub(super) fn resume<'py>(slf: &Bound<'py, Self>, input: Input<'py>) -> PyResult<Sent<'py>> {
+    #[inline]
+    pub(super) fn resume<'py>(
+        slf: &Bound<'py, Self>,
+        input: Input<Bound<'py, PyAny>, PyErr>,
+    ) -> PyResult<Sent<'py>> {
         let py = slf.py();
         let Some(mut step) = try_lock(py, &slf.get().step) else {
             return Err(PyValueError::new_err("coroutine already executing"));
         };
-        let resumed = match std::mem::replace(&mut *step, Step::Done) {
-            Step::Done => {
-                return Err(match input {
-                    Input::Send(_) => {
-                        PyRuntimeError::new_err("cannot reuse already awaited coroutine")
-                    }
-                    Input::Throw(err) => err,
-                });
-            }
-            Step::Closer(mut closer) => {
-                let sent = closer.resume(py, input);
-                if matches!(sent, Ok(Sent::Yield(_))) {
-                    *step = Step::Closer(closer);
-                }
-                return sent;
-            }
-            Step::Start(driver) => match input {
-                Input::Throw(err) => return Err(err),
-                Input::Send(value) if !value.is_none() => {
-                    *step = Step::Start(driver);
-                    return Err(PyTypeError::new_err(
-                        "can't send non-None value to a just-started coroutine",
-                    ));
-                }
-                Input::Send(_) => {
-                    if driver.get().running.swap(true, Ordering::AcqRel) {
-                        return Err(PyRuntimeError::new_err(
-                            "stream is already being iterated (concurrent __anext__ or \
-                             re-entrant call)",
-                        ));
-                    }
-                    let todo = driver.get().begin(py, slf);
-                    Resumed::Next(driver.into_bound(py), todo)
-                }
-            },
-            Step::Pulling(driver, it, position) => {
-                Self::pulling(py, driver, it.into_bound(py), position, input, slf)
-            }
-            Step::Closing(driver, it, why) => {
-                Self::closing_step(py, driver.into_bound(py), it.into_bound(py), why, input)
-            }
-        };
-        let (driver, todo) = match resumed {
-            Resumed::Next(driver, todo) => (driver, todo),
-            Resumed::Yield(suspended, value) => {
-                *step = suspended;
-                return Ok(Sent::Yield(value));
-            }
-            Resumed::Raise(err) => return Err(err),
-        };
-        let this = driver.get();
-        match advance(&driver, todo, slf) {
-            Outcome::Yield(next, value) => {
-                *step = next;
-                Ok(Sent::Yield(value))
-            }
-            Outcome::Deliver(out) => {
-                // The driver keeps this awaitable as its spare already (`keep_spare`).
-                drop(step);
-                this.running.store(false, Ordering::Release);
-                Ok(Sent::Return(out))
-            }
-            Outcome::Raise(err) => {
-                this.running.store(false, Ordering::Release);
-                Err(err)
-            }
-        }
+        // Driven over borrowed references, so that what the step lets go of is released at
+        // once (an owned reference dropped where PyO3 does not know the thread attached, as in
+        // the `am_send` slot, would wait in PyO3's pool).
+        let taken = std::mem::replace(&mut *step, Step::Done);
+        let taken = taken.map(|d| d.into_bound(py), |o| o.into_bound(py));
+        let (next, sent) = pull::resume(&PullHost { py, step: slf }, taken, input);
+        *step = next.map(Bound::unbind, Bound::unbind);
+        sent
     }
 
     /// Makes a finished awaitable a new pull of `driver`, if nothing but the caller (which
@@ -336,53 +292,18 @@ impl AsyncPullStep {
             let Some(mut step) = try_lock(py, &slf.get().step) else {
                 return Err(PyValueError::new_err("coroutine already executing"));
             };
-            let idle = match &*step {
-                Step::Start(_) | Step::Done => true,
-                Step::Closer(closer) => closer.current.is_none(),
-                Step::Pulling(..) | Step::Closing(..) => false,
-            };
-            if idle {
+            if !step.is_suspended() {
                 *step = Step::Done;
                 return Ok(());
             }
         }
-        match Self::resume(slf, Input::Throw(PyGeneratorExit::new_err(()))) {
-            Ok(Sent::Return(_)) => Ok(()),
-            Ok(Sent::Yield(_)) => {
-                // It went on instead: end it anyway, as a coroutine's `close()` does.
-                let left = try_lock(py, &slf.get().step)
-                    .map(|mut s| std::mem::replace(&mut *s, Step::Done));
-                let waiting = match &left {
-                    Some(Step::Pulling(driver, ..) | Step::Closing(driver, ..)) => {
-                        driver.get().running.store(false, Ordering::Release);
-                        None
-                    }
-                    Some(Step::Closer(closer)) => closer.current.as_ref(),
-                    _ => None,
-                };
-                let waiting = match &left {
-                    Some(Step::Closing(_, it, _)) => Some(it),
-                    _ => waiting,
-                };
-                if let Some(it) = waiting {
-                    if let Some(close) = it.bind(py).getattr_opt(pyo3::intern!(py, "close"))? {
-                        close.call0()?;
-                    }
-                }
-                Err(PyRuntimeError::new_err("coroutine ignored GeneratorExit"))
-            }
-            Err(err) => {
-                let err = made(py, err);
-                if err.is_instance_of::<PyGeneratorExit>(py)
-                    || err.is_instance_of::<PyStopIteration>(py)
-                    || err.is_instance_of::<PyStopAsyncIteration>(py)
-                {
-                    Ok(())
-                } else {
-                    Err(err)
-                }
-            }
-        }
+        let thrown = Self::resume(slf, Input::Throw(PyGeneratorExit::new_err(())));
+        let left = || {
+            let mut step = try_lock(py, &slf.get().step)?;
+            let left = std::mem::replace(&mut *step, Step::Done);
+            Some(left.map(|d| d.into_bound(py), |o| o.into_bound(py)))
+        };
+        pull::closed_by(&PullHost { py, step: slf }, thrown, left)
     }
 }
 
@@ -429,23 +350,7 @@ impl AsyncPullStep {
         #[allow(unsafe_code)]
         let guard = unsafe { self.step.try_acquire() };
         if let Some(step) = guard {
-            match &*step {
-                Step::Start(driver) => visit.call(driver)?,
-                Step::Pulling(driver, obj, _) | Step::Closing(driver, obj, _) => {
-                    visit.call(driver)?;
-                    visit.call(obj)?;
-                }
-                Step::Closer(closer) => {
-                    visit.call(&closer.current)?;
-                    for object in &closer.objects {
-                        visit.call(object)?;
-                    }
-                    if let CloseMode::Defer(driver) = &closer.mode {
-                        visit.call(driver)?;
-                    }
-                }
-                Step::Done => {}
-            }
+            step.visit(|driver| visit.call(driver), |object| visit.call(object))?;
         }
         Ok(())
     }
@@ -457,7 +362,7 @@ impl AsyncPullStep {
         let old = try_lock(py, &self.step).map(|mut s| std::mem::replace(&mut *s, Step::Done));
         // A pull cleared while suspended (its finalizer ran at an earlier suspension, and an
         // object resurrected it) frees the stream.
-        if let Some(Step::Pulling(driver, ..) | Step::Closing(driver, ..)) = &old {
+        if let Some(driver) = old.as_ref().and_then(Step::running_driver) {
             driver.get().running.store(false, Ordering::Release);
         }
         drop(old);
@@ -472,11 +377,7 @@ impl AsyncPullStep {
     /// gone, and the event loop with them.
     pub(super) fn finalize(slf: &Bound<'_, Self>) {
         let py = slf.py();
-        let suspended = try_lock(py, &slf.get().step).is_some_and(|s| match &*s {
-            Step::Pulling(..) | Step::Closing(..) => true,
-            Step::Closer(closer) => closer.current.is_some(),
-            Step::Start(_) | Step::Done => false,
-        });
+        let suspended = try_lock(py, &slf.get().step).is_some_and(|s| s.is_suspended());
         if suspended && !super::slots::finalizing() {
             if let Err(err) = Self::close_step(slf) {
                 err.write_unraisable(py, None);

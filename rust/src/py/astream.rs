@@ -27,21 +27,24 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
-use pyo3::exceptions::{PyException, PyRuntimeError, PyStopAsyncIteration};
+use pyo3::exceptions::{PyRuntimeError, PyStopAsyncIteration};
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple};
 use pyo3::PyTraverseError;
 
-use super::astep::{AsyncPullStep, CloseMode, Step};
-use super::awaits::{anext, await_iter, made, send, Sent};
+use super::astep::AsyncPullStep;
+use super::awaits::{await_iter, made};
 use super::stage::{Out, Stage};
 use super::{lock, try_lock};
 use crate::lock::{Guard, TryLock};
+use crate::pull::{CloseMode, Todo};
 use crate::{Action, Close, Lifecycle};
 
 type Life = Lifecycle<Py<PyAny>, PyErr>;
+/// A lifecycle action over the bindings' objects.
+pub(super) type PyAction = Action<Py<PyAny>, PyErr>;
 
 pub(super) struct DriverState {
     /// The upstream iterator, until the stream ends.
@@ -61,7 +64,7 @@ pub(super) struct DriverState {
 impl DriverState {
     /// The iterator to pull from next, and the position of the item it gives.
     #[inline]
-    fn pull_target(&mut self, py: Python<'_>) -> Option<(Py<PyAny>, usize)> {
+    pub(super) fn pull_target(&mut self, py: Python<'_>) -> Option<(Py<PyAny>, usize)> {
         let iterator = self.iterator.as_ref()?.clone_ref(py);
         let position = self.position;
         self.position += 1;
@@ -72,7 +75,7 @@ impl DriverState {
     /// `AsyncPullStep`): in the same critical section as the decision, so a pull takes the
     /// lock once per item it delivers.
     #[inline]
-    fn keep_spare(&mut self, action: &Action<Py<PyAny>, PyErr>, step: &Bound<'_, AsyncPullStep>) {
+    fn keep_spare(&mut self, action: &PyAction, step: &Bound<'_, AsyncPullStep>) {
         if matches!(action, Action::Deliver(_)) && self.spare.is_none() {
             self.spare = Some(step.clone().unbind());
         }
@@ -139,11 +142,7 @@ impl AsyncDriver {
     }
 
     /// The lifecycle's next action, under the lock.
-    pub(super) fn next_action(
-        &self,
-        py: Python<'_>,
-        step: &Bound<'_, AsyncPullStep>,
-    ) -> Action<Py<PyAny>, PyErr> {
+    pub(super) fn next_action(&self, py: Python<'_>, step: &Bound<'_, AsyncPullStep>) -> PyAction {
         self.with_life(py, step, Life::next_action)
     }
 
@@ -158,14 +157,14 @@ impl AsyncDriver {
         &self,
         py: Python<'py>,
         step: &Bound<'py, AsyncPullStep>,
-    ) -> Todo<'py> {
+    ) -> Todo<Py<PyAny>, PyErr> {
         let mut st = match self.st(py) {
             Ok(st) => st,
             Err(err) => return Todo::Do(Action::Raise(err)),
         };
         if st.life.wants_pull() {
             if let Some((iterator, position)) = st.pull_target(py) {
-                return Todo::Pull(iterator.into_bound(py), position);
+                return Todo::Pull(iterator, position);
             }
             return Todo::Do(Action::End);
         }
@@ -189,7 +188,7 @@ impl AsyncDriver {
         item: &Bound<'_, PyAny>,
         position: usize,
         step: &Bound<'_, AsyncPullStep>,
-    ) -> Action<Py<PyAny>, PyErr> {
+    ) -> PyAction {
         if self.close_requested.load(Ordering::Acquire) {
             return self.with_life(py, step, Life::closed_during_pull);
         }
@@ -205,8 +204,8 @@ impl AsyncDriver {
         &self,
         py: Python<'_>,
         step: &Bound<'_, AsyncPullStep>,
-        f: impl FnOnce(&mut Life) -> Action<Py<PyAny>, PyErr>,
-    ) -> Action<Py<PyAny>, PyErr> {
+        f: impl FnOnce(&mut Life) -> PyAction,
+    ) -> PyAction {
         match self.st(py) {
             Ok(mut st) => {
                 let action = f(&mut st.life);
@@ -264,7 +263,7 @@ impl AsyncDriver {
         py: Python<'_>,
         err: PyErr,
         step: &Bound<'_, AsyncPullStep>,
-    ) -> Action<Py<PyAny>, PyErr> {
+    ) -> PyAction {
         let err = made(py, err);
         let close_requested = self.close_requested.load(Ordering::Acquire);
         if !err.is_instance_of::<PyStopAsyncIteration>(py) {
@@ -285,7 +284,7 @@ impl AsyncDriver {
     }
 
     /// Queues what the stage still owes once the upstream is done.
-    fn end_stage(&self, py: Python<'_>) -> PyResult<()> {
+    pub(super) fn end_stage(&self, py: Python<'_>) -> PyResult<()> {
         let Some(stage) = self.stage.get() else { return Ok(()) };
         let (owed, err) = stage.end(py)?;
         if let Some(err) = err {
@@ -301,7 +300,7 @@ impl AsyncDriver {
         py: Python<'_>,
         why: Close<PyErr>,
         failure: Option<PyErr>,
-    ) -> Action<Py<PyAny>, PyErr> {
+    ) -> PyAction {
         let message = match &why {
             Close::Upstream(err) if is_cancellation(py, err) => {
                 "closing the upstream after a cancellation"
@@ -320,92 +319,14 @@ impl AsyncDriver {
     }
 }
 
-fn is_cancellation(py: Python<'_>, err: &PyErr) -> bool {
+pub(super) fn is_cancellation(py: Python<'_>, err: &PyErr) -> bool {
     asyncio(py, &CANCELLED_ERROR, "CancelledError")
         .is_ok_and(|t| err.get_type(py).is_subclass(t).unwrap_or(false))
 }
 
-/// How a step of a pull ended.
-pub(super) enum Outcome<'py> {
-    /// Suspended: the awaitable driven yielded this to the event loop.
-    Yield(Step, Bound<'py, PyAny>),
-    Deliver(Bound<'py, PyAny>),
-    Raise(PyErr),
-}
-
-/// What a pull does next: a lifecycle action, or a pull from this iterator for the item at
-/// this position.
-pub(super) enum Todo<'py> {
-    Do(Action<Py<PyAny>, PyErr>),
-    Pull(Bound<'py, PyAny>, usize),
-}
-
-/// Carries out the lifecycle's actions from `todo` until the pull (the awaitable `step`)
-/// suspends, delivers or raises.
-pub(super) fn advance<'py>(
-    driver: &Bound<'py, AsyncDriver>,
-    mut todo: Todo<'py>,
-    step: &Bound<'py, AsyncPullStep>,
-) -> Outcome<'py> {
-    let py = driver.py();
-    let this = driver.get();
-    let none = py.None().into_bound(py);
-    loop {
-        let action = match todo {
-            Todo::Pull(iterator, position) => {
-                let pulled = anext(&iterator)
-                    .and_then(await_iter)
-                    .and_then(|it| Ok((send(&it, &none)?, it)));
-                match pulled {
-                    Ok((Sent::Yield(value), it)) => {
-                        let step = Step::Pulling(driver.clone().unbind(), it.unbind(), position);
-                        return Outcome::Yield(step, value);
-                    }
-                    Ok((Sent::Return(item), _)) => this.item(py, &item, position, step),
-                    Err(err) => this.upstream_raised(py, err, step),
-                }
-            }
-            Todo::Do(action) => action,
-        };
-        todo = match action {
-            Action::Deliver(out) => return Outcome::Deliver(out.into_bound(py)),
-            Action::Raise(err) => return Outcome::Raise(err),
-            Action::End => return Outcome::Raise(PyStopAsyncIteration::new_err(())),
-            Action::Pull => {
-                let target = match this.st(py) {
-                    Ok(mut st) => st.pull_target(py),
-                    Err(err) => return Outcome::Raise(err),
-                };
-                match target {
-                    Some((iterator, position)) => Todo::Pull(iterator.into_bound(py), position),
-                    None => return Outcome::Raise(PyStopAsyncIteration::new_err(())),
-                }
-            }
-            Action::Close(why) => match start_close(driver, &why) {
-                Ok(it) => match send(&it, &none) {
-                    Ok(Sent::Yield(value)) => {
-                        let step = Step::Closing(driver.clone().unbind(), it.unbind(), why);
-                        return Outcome::Yield(step, value);
-                    }
-                    Ok(Sent::Return(_)) => Todo::Do(this.closed(py, why, None)),
-                    Err(err) => match close_failed(driver, why, err) {
-                        Ok(action) => Todo::Do(action),
-                        Err(err) => return Outcome::Raise(err),
-                    },
-                },
-                Err(err) => return Outcome::Raise(err),
-            },
-            Action::EndStage => match this.end_stage(py) {
-                Ok(()) => Todo::Do(this.next_action(py, step)),
-                Err(err) => return Outcome::Raise(err),
-            },
-        };
-    }
-}
-
 /// The awaitable iterator of the close the lifecycle asked for: the objects' closes, or after
 /// a stop those closes in a task of their own, through `asyncio.shield`.
-fn start_close<'py>(
+pub(super) fn start_close<'py>(
     driver: &Bound<'py, AsyncDriver>,
     why: &Close<PyErr>,
 ) -> PyResult<Bound<'py, PyAny>> {
@@ -417,27 +338,6 @@ fn start_close<'py>(
     let closer = AsyncPullStep::closing(py, objects, CloseMode::Defer(driver.clone().unbind()))?;
     let task = asyncio(py, &ENSURE_FUTURE, "ensure_future")?.call1((closer,))?;
     await_iter(asyncio(py, &SHIELD, "shield")?.call1((task,))?)
-}
-
-/// A close the lifecycle asked for raised `err`: a cancellation of the pull while a stop's
-/// close runs (it goes on in its task; what the stop decided stays queued), a failure to
-/// close, or something that is no `Exception`, which propagates.
-pub(super) fn close_failed(
-    driver: &Bound<'_, AsyncDriver>,
-    why: Close<PyErr>,
-    err: PyErr,
-) -> PyResult<Action<Py<PyAny>, PyErr>> {
-    let py = driver.py();
-    let this = driver.get();
-    let err = made(py, err);
-    if matches!(why, Close::Stop) && is_cancellation(py, &err) {
-        this.end_stage(py)?;
-        return Err(err);
-    }
-    if !err.is_instance_of::<PyException>(py) {
-        return Err(err);
-    }
-    Ok(this.closed(py, why, Some(err)))
 }
 
 #[pymethods]

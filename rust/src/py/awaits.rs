@@ -10,20 +10,11 @@ use pyo3::types::PyTuple;
 
 use super::errors::type_name;
 
+/// What a driven awaitable did, over the bindings' objects.
+pub(super) type Sent<'py> = crate::pull::Sent<Bound<'py, PyAny>>;
+
 /// The flag `types.coroutine` sets on a generator's code (`inspect.CO_ITERABLE_COROUTINE`).
 const CO_ITERABLE_COROUTINE: i64 = 0x100;
-
-/// What is sent into an awaitable.
-pub(super) enum Input<'py> {
-    Send(Bound<'py, PyAny>),
-    Throw(PyErr),
-}
-
-/// What a driven awaitable did.
-pub(super) enum Sent<'py> {
-    Yield(Bound<'py, PyAny>),
-    Return(Bound<'py, PyAny>),
-}
 
 /// One `send` into an awaitable's iterator: `PyIter_Send`, which runs a coroutine through its
 /// `am_send` slot (no `StopIteration` is created for its return value) and anything else

@@ -20,8 +20,9 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 
 use super::astep::AsyncPullStep;
-use super::awaits::{Input, Sent};
+use super::awaits::Sent;
 use super::stream::{StopStream, SyncDriver};
+use crate::pull::Input;
 
 /// Whether the interpreter is finalizing (`Py_IsFinalizing`, public from 3.13 and exported as
 /// `_Py_IsFinalizing` before).
