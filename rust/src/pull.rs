@@ -494,3 +494,270 @@ pub fn closed_by<H: Host>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::{Cell, RefCell};
+    use std::collections::HashMap;
+
+    use super::*;
+
+    /// A scripted host: objects and errors are strings; an awaitable answers each `send` with
+    /// the next entry of its script (`"yield x"`, `"return x"`, `"raise x"`), and every call
+    /// is logged. An error that starts with `!` is no `Exception`; `cancel` is a cancellation.
+    #[derive(Default)]
+    struct Fake {
+        scripts: RefCell<HashMap<String, VecDeque<&'static str>>>,
+        log: RefCell<Vec<String>>,
+        running: Cell<bool>,
+        pulls: Cell<usize>,
+    }
+
+    type S = &'static str;
+
+    impl Fake {
+        fn script(self, it: &str, steps: &[S]) -> Self {
+            self.scripts.borrow_mut().insert(it.to_owned(), steps.iter().copied().collect());
+            self
+        }
+
+        fn log(&self, entry: String) {
+            self.log.borrow_mut().push(entry);
+        }
+
+        fn taken_log(&self) -> Vec<String> {
+            std::mem::take(&mut *self.log.borrow_mut())
+        }
+    }
+
+    impl Host for Fake {
+        type Driver = ();
+        type Obj = String;
+        type Err = String;
+
+        fn send(&self, it: &String, input: Input<String, String>) -> Result<Sent<String>, String> {
+            self.log(format!("send {it}"));
+            let next = self.scripts.borrow_mut().get_mut(it).and_then(VecDeque::pop_front);
+            // With nothing scripted, a thrown error is raised where the awaitable waits.
+            let (what, value) = match (next, input) {
+                (None, Input::Throw(err)) => return Err(err),
+                (next, _) => next.unwrap_or("return none").split_once(' ').unwrap(),
+            };
+            match what {
+                "yield" => Ok(Sent::Yield(value.to_owned())),
+                "return" => Ok(Sent::Return(value.to_owned())),
+                _ => Err(value.to_owned()),
+            }
+        }
+        fn none(&self) -> String {
+            "none".to_owned()
+        }
+        fn is_none(&self, value: &String) -> bool {
+            value == "none"
+        }
+        fn made(&self, err: String) -> String {
+            err
+        }
+        fn is_exception(&self, err: &String) -> bool {
+            !err.starts_with('!') && err != "cancel"
+        }
+        fn is_cancellation(&self, err: &String) -> bool {
+            err == "cancel"
+        }
+        fn ends_close(&self, err: &String) -> bool {
+            err == "exit"
+        }
+        fn misuse(&self, misuse: Misuse) -> String {
+            format!("{misuse:?}")
+        }
+        fn end_of_stream(&self) -> String {
+            "end".to_owned()
+        }
+        fn close_awaitable(&self, it: &String) -> Result<(), String> {
+            self.log(format!("close {it}"));
+            Ok(())
+        }
+        fn start_close_of(&self, object: &String) -> Result<Option<String>, String> {
+            self.log(format!("start close {object}"));
+            match object.as_str() {
+                "broken" => Err("no close".to_owned()),
+                "sync" => Ok(None),
+                _ => Ok(Some(format!("close of {object}"))),
+            }
+        }
+        fn report(&self, message: &'static str, err: String) {
+            self.log(format!("report {message}: {err}"));
+        }
+        fn claim(&self, (): &()) -> bool {
+            !self.running.replace(true)
+        }
+        fn release(&self, (): &()) {
+            self.running.set(false);
+        }
+        fn begin(&self, (): &()) -> Todo<String, String> {
+            Todo::Do(Action::Pull)
+        }
+        fn anext(&self, iterator: &String) -> Result<String, String> {
+            Ok(format!("{iterator}.anext"))
+        }
+        fn item(&self, (): &(), item: String, position: usize) -> Action<String, String> {
+            self.log(format!("item {item} at {position}"));
+            if item == "stop" {
+                return Action::Close(Close::Stop);
+            }
+            Action::Deliver(item)
+        }
+        fn upstream_raised(&self, (): &(), err: String) -> Action<String, String> {
+            Action::Raise(err)
+        }
+        fn pull_target(&self, (): &()) -> Result<Option<(String, usize)>, String> {
+            let position = self.pulls.get();
+            self.pulls.set(position + 1);
+            Ok(Some(("up".to_owned(), position)))
+        }
+        fn start_close(&self, (): &(), why: &Close<String>) -> Result<String, String> {
+            self.log(format!("start close {why:?}"));
+            Ok("close".to_owned())
+        }
+        fn closed(
+            &self,
+            (): &(),
+            why: Close<String>,
+            failure: Option<String>,
+        ) -> Action<String, String> {
+            self.log(format!("closed {why:?} {failure:?}"));
+            Action::End
+        }
+        fn end_stage(&self, (): &()) -> Result<(), String> {
+            self.log("end stage".to_owned());
+            Ok(())
+        }
+        fn next_action(&self, (): &()) -> Action<String, String> {
+            Action::End
+        }
+    }
+
+    type TestStep = Step<(), String, String>;
+
+    /// Sends `inputs` in turn from `step`: each result, as text, and the step left.
+    fn run(
+        host: &Fake,
+        mut step: TestStep,
+        inputs: Vec<Input<String, String>>,
+    ) -> (Vec<String>, TestStep) {
+        let mut out = Vec::new();
+        for input in inputs {
+            let (next, sent) = resume(host, step, input);
+            step = next;
+            out.push(match sent {
+                Ok(Sent::Yield(v)) => format!("yield {v}"),
+                Ok(Sent::Return(v)) => format!("return {v}"),
+                Err(e) => format!("raise {e}"),
+            });
+        }
+        (out, step)
+    }
+
+    fn send(v: &str) -> Input<String, String> {
+        Input::Send(v.to_owned())
+    }
+
+    #[test]
+    fn a_pull_waits_on_the_upstream_then_delivers_and_refers_to_nothing() {
+        let host = Fake::default().script("up.anext", &["yield f1", "yield f2", "return a"]);
+        let (out, step) = run(&host, Step::Start(()), vec![send("none"), send("x"), send("y")]);
+        assert_eq!(out, ["yield f1", "yield f2", "return a"]);
+        assert!(matches!(step, Step::Done));
+        assert!(!host.running.get());
+        assert_eq!(host.taken_log()[3], "item a at 0");
+    }
+
+    #[test]
+    fn a_coroutine_s_misuses() {
+        let host = Fake::default();
+        let cases: Vec<(TestStep, Input<String, String>, &str)> = vec![
+            (Step::Done, send("none"), "raise Reused"),
+            (Step::Done, Input::Throw("boom".to_owned()), "raise boom"),
+            (Step::Start(()), send("value"), "raise StartValue"),
+            (Step::Start(()), Input::Throw("boom".to_owned()), "raise boom"),
+        ];
+        for (step, input, expected) in cases {
+            let started = matches!(step, Step::Start(()));
+            let (out, left) = run(&host, step, vec![input]);
+            assert_eq!(out, [expected]);
+            // A value sent to a new pull leaves it new, as a coroutine stays unstarted.
+            assert_eq!(matches!(left, Step::Start(())), started && expected.contains("Start"));
+        }
+        host.running.set(true);
+        let (out, _) = run(&host, Step::Start(()), vec![send("none")]);
+        assert_eq!(out, ["raise Concurrent"]);
+        assert!(host.running.get(), "the running pull keeps its claim");
+    }
+
+    #[test]
+    fn every_object_is_closed_and_the_first_failure_is_what_the_mode_says() {
+        let objects = || ["a", "broken", "b", "sync"].map(str::to_owned).into_iter().collect();
+        for (mode, expected) in [
+            (CloseMode::Raise, "raise x"),
+            (CloseMode::Defer(()), "return none"),
+            (CloseMode::Report("closing"), "return none"),
+        ] {
+            let host = Fake::default()
+                .script("close of a", &["yield f", "raise x"])
+                .script("close of b", &["raise y"]);
+            let (out, step) = run(
+                &host,
+                Step::Closer(Closer::new(objects(), mode)),
+                vec![send("none"), send("v")],
+            );
+            assert_eq!(out, ["yield f", expected]);
+            assert!(matches!(step, Step::Done));
+            let log = host.taken_log();
+            let starts: Vec<_> = log.iter().filter(|l| l.starts_with("start close")).collect();
+            assert_eq!(
+                starts,
+                ["start close a", "start close broken", "start close b", "start close sync"]
+            );
+            let told = log.iter().find(|l| l.starts_with("closed") || l.starts_with("report"));
+            match expected {
+                "raise x" => assert_eq!(told, None),
+                _ => assert!(
+                    told.is_some_and(|l| l.ends_with("Stop Some(\"x\")") || l.ends_with(": x"))
+                ),
+            }
+        }
+        // What is no `Exception` propagates in every mode.
+        let host = Fake::default().script("close of a", &["raise !base"]);
+        let closer = Closer::new(["a".to_owned()].into(), CloseMode::Report("closing"));
+        let (out, _) = run(&host, Step::Closer(closer), vec![send("none")]);
+        assert_eq!(out, ["raise !base"]);
+    }
+
+    #[test]
+    fn a_stop_s_close_is_awaited_and_a_cancellation_of_it_ends_the_stage() {
+        let host =
+            Fake::default().script("up.anext", &["return stop"]).script("close", &["yield f"]);
+        let (out, step) = run(&host, Step::Start(()), vec![send("none")]);
+        assert_eq!(out, ["yield f"]);
+        assert!(matches!(step, Step::Closing((), _, Close::Stop)));
+        assert!(host.running.get());
+        let (out, step) = run(&host, step, vec![Input::Throw("cancel".to_owned())]);
+        assert_eq!(out, ["raise cancel"]);
+        assert!(matches!(step, Step::Done));
+        assert!(!host.running.get());
+        assert!(host.taken_log().contains(&"end stage".to_owned()));
+    }
+
+    #[test]
+    fn a_close_that_the_awaitable_ignores_is_forced() {
+        let host = Fake::default();
+        host.running.set(true);
+        let left = Step::Closing((), "close".to_owned(), Close::Requested);
+        let err = closed_by(&host, Ok(Sent::Yield("f".to_owned())), || Some(left)).unwrap_err();
+        assert_eq!(err, "IgnoredExit");
+        assert!(!host.running.get());
+        assert_eq!(host.taken_log(), ["close close"]);
+        assert_eq!(closed_by(&host, Err("exit".to_owned()), || None), Ok(()));
+        assert_eq!(closed_by(&host, Err("other".to_owned()), || None), Err("other".to_owned()));
+    }
+}
