@@ -79,10 +79,11 @@ pub enum Step<D, O, E> {
     Start(D),
     /// Driving the upstream's awaitable for the item at this position.
     Pulling(D, O, usize),
-    /// Driving the close the lifecycle asked for.
-    Closing(D, O, Close<E>),
-    /// Not a pull: closing objects (`aclose()`, or a close the lifecycle asked for).
-    Closer(Closer<D, O, E>),
+    /// Driving the close the lifecycle asked for (boxed, as `Closer`).
+    Closing(D, O, Box<Close<E>>),
+    /// Not a pull: closing objects (`aclose()`, or a close the lifecycle asked for). Boxed,
+    /// so that a pull's step, moved in and out of its awaitable on every send, stays small.
+    Closer(Box<Closer<D, O, E>>),
     /// Returned or raised. It refers to nothing, not even its driver.
     Done,
 }
@@ -249,7 +250,7 @@ impl<D, O, E> Step<D, O, E> {
             Step::Start(driver) => Step::Start(d(driver)),
             Step::Pulling(driver, it, position) => Step::Pulling(d(driver), o(it), position),
             Step::Closing(driver, it, why) => Step::Closing(d(driver), o(it), why),
-            Step::Closer(closer) => Step::Closer(Closer {
+            Step::Closer(closer) => Step::Closer(Box::new(Closer {
                 objects: closer.objects.into_iter().map(&o).collect(),
                 current: closer.current.map(&o),
                 first: closer.first,
@@ -258,7 +259,7 @@ impl<D, O, E> Step<D, O, E> {
                     CloseMode::Defer(driver) => CloseMode::Defer(d(driver)),
                     CloseMode::Report(message) => CloseMode::Report(message),
                 },
-            }),
+            })),
             Step::Done => Step::Done,
         }
     }
@@ -357,8 +358,8 @@ pub fn resume<H: Host>(
                 Ok(Sent::Yield(value)) => {
                     return (Step::Closing(driver, it, why), Ok(Sent::Yield(value)));
                 }
-                Ok(Sent::Return(_)) => host.closed(&driver, why, None),
-                Err(err) => match close_failed(host, &driver, why, err) {
+                Ok(Sent::Return(_)) => host.closed(&driver, *why, None),
+                Err(err) => match close_failed(host, &driver, *why, err) {
                     Ok(action) => action,
                     Err(err) => {
                         host.release(&driver);
@@ -415,7 +416,8 @@ fn advance<H: Host>(
                 };
                 match host.send(&it, Input::Send(host.none())) {
                     Ok(Sent::Yield(value)) => {
-                        return (Step::Closing(driver, it, why), Ok(Sent::Yield(value)));
+                        let step = Step::Closing(driver, it, Box::new(why));
+                        return (step, Ok(Sent::Yield(value)));
                     }
                     Ok(Sent::Return(_)) => Todo::Do(host.closed(&driver, why, None)),
                     Err(err) => match close_failed(host, &driver, why, err) {
@@ -707,7 +709,7 @@ mod tests {
                 .script("close of b", &["raise y"]);
             let (out, step) = run(
                 &host,
-                Step::Closer(Closer::new(objects(), mode)),
+                Step::Closer(Box::new(Closer::new(objects(), mode))),
                 vec![send("none"), send("v")],
             );
             assert_eq!(out, ["yield f", expected]);
@@ -729,7 +731,7 @@ mod tests {
         // What is no `Exception` propagates in every mode.
         let host = Fake::default().script("close of a", &["raise !base"]);
         let closer = Closer::new(["a".to_owned()].into(), CloseMode::Report("closing"));
-        let (out, _) = run(&host, Step::Closer(closer), vec![send("none")]);
+        let (out, _) = run(&host, Step::Closer(Box::new(closer)), vec![send("none")]);
         assert_eq!(out, ["raise !base"]);
     }
 
@@ -739,7 +741,7 @@ mod tests {
             Fake::default().script("up.anext", &["return stop"]).script("close", &["yield f"]);
         let (out, step) = run(&host, Step::Start(()), vec![send("none")]);
         assert_eq!(out, ["yield f"]);
-        assert!(matches!(step, Step::Closing((), _, Close::Stop)));
+        assert!(matches!(step, Step::Closing((), _, ref why) if matches!(**why, Close::Stop)));
         assert!(host.running.get());
         let (out, step) = run(&host, step, vec![Input::Throw("cancel".to_owned())]);
         assert_eq!(out, ["raise cancel"]);
@@ -752,7 +754,7 @@ mod tests {
     fn a_close_that_the_awaitable_ignores_is_forced() {
         let host = Fake::default();
         host.running.set(true);
-        let left = Step::Closing((), "close".to_owned(), Close::Requested);
+        let left = Step::Closing((), "close".to_owned(), Box::new(Close::Requested));
         let err = closed_by(&host, Ok(Sent::Yield("f".to_owned())), || Some(left)).unwrap_err();
         assert_eq!(err, "IgnoredExit");
         assert!(!host.running.get());
