@@ -22,19 +22,42 @@ pub enum CompiledStops {
 }
 
 impl CompiledStops {
-    /// Compiles plain stops, or returns the same list compiled recently (the cache below).
+    /// Compiles plain stops, or returns the same list compiled recently (the cache below,
+    /// bounded: emptied past 512 lists or 64 MiB).
     pub fn literal<B: AsRef<[u8]>>(stops: &[B]) -> Result<CompiledStops, Error> {
-        StopSet::cached(stops).map(CompiledStops::Literal)
+        let mut key = Vec::new();
+        for s in stops {
+            push_field(&mut key, 7, s.as_ref());
+        }
+        get_or_compile(&key, || StopSet::new(stops).map(|s| CompiledStops::Literal(Arc::new(s))))
     }
 
-    /// Compiles a composed list (see [`Matcher::new`]), or returns the same list compiled
-    /// recently.
+    /// Compiles a composed list (see [`Matcher::new`]), or returns the same list and regions
+    /// compiled recently: a gateway that builds a filter per request from the same `Regex`
+    /// stops compiles their automata once.
     pub fn composed(
         specs: &[StopSpec<'_>],
         until: Option<&[u8]>,
         pairs: &[(&[u8], &[u8])],
     ) -> Result<CompiledStops, Error> {
-        Matcher::cached(specs, until, pairs).map(CompiledStops::Composed)
+        let mut key = Vec::new();
+        for s in specs {
+            let include = u8::from(s.include);
+            match s.kind {
+                StopKind::Literal(b) => push_field(&mut key, include, b),
+                StopKind::Regex(p) => push_field(&mut key, 2 + include, p.as_bytes()),
+            }
+        }
+        if let Some(u) = until {
+            push_field(&mut key, 4, u);
+        }
+        for (o, c) in pairs {
+            push_field(&mut key, 5, o);
+            push_field(&mut key, 6, c);
+        }
+        get_or_compile(&key, || {
+            Matcher::new(specs, until, pairs).map(|m| CompiledStops::Composed(Arc::new(m)))
+        })
     }
 
     /// The number of stops.
@@ -88,66 +111,13 @@ impl CompiledStops {
     }
 }
 
-impl StopSet {
-    /// Like [`StopSet::new`], but returns a shared instance when the same list was compiled
-    /// recently (the one cache of compiled lists, bounded: emptied past 512 lists or 64 MiB).
-    pub fn cached<B: AsRef<[u8]>>(stops: &[B]) -> Result<Arc<StopSet>, Error> {
-        let mut key = Vec::new();
-        for s in stops {
-            push_field(&mut key, 7, s.as_ref());
-        }
-        let compiled = get_or_compile(&key, || {
-            StopSet::new(stops).map(|s| CompiledStops::Literal(Arc::new(s)))
-        })?;
-        match compiled {
-            CompiledStops::Literal(set) => Ok(set),
-            // Literal keys are tagged apart from composed ones.
-            CompiledStops::Composed(_) => StopSet::new(stops).map(Arc::new),
-        }
-    }
-}
-
-impl Matcher {
-    /// Like [`Matcher::new`], but returns a shared instance when the same list and regions were
-    /// compiled recently (the one cache of compiled lists): a gateway that builds a filter per
-    /// request from the same `Regex` stops compiles their automata once.
-    pub fn cached(
-        stops: &[StopSpec<'_>],
-        skip_until: Option<&[u8]>,
-        skip: &[(&[u8], &[u8])],
-    ) -> Result<Arc<Matcher>, Error> {
-        let mut key = Vec::new();
-        for s in stops {
-            let include = u8::from(s.include);
-            match s.kind {
-                StopKind::Literal(b) => push_field(&mut key, include, b),
-                StopKind::Regex(p) => push_field(&mut key, 2 + include, p.as_bytes()),
-            }
-        }
-        if let Some(u) = skip_until {
-            push_field(&mut key, 4, u);
-        }
-        for (o, c) in skip {
-            push_field(&mut key, 5, o);
-            push_field(&mut key, 6, c);
-        }
-        let compiled = get_or_compile(&key, || {
-            Matcher::new(stops, skip_until, skip).map(|m| CompiledStops::Composed(Arc::new(m)))
-        })?;
-        match compiled {
-            CompiledStops::Composed(m) => Ok(m),
-            // Composed keys are tagged apart from literal ones.
-            CompiledStops::Literal(_) => Matcher::new(stops, skip_until, skip).map(Arc::new),
-        }
-    }
-}
-
 /// Lists kept before the cache is emptied.
 const MAX_ENTRIES: usize = 512;
 /// Compiled bytes kept before the cache is emptied.
 const MAX_BYTES: usize = 64 << 20;
 
-/// A cached list and the key it was compiled from.
+/// A cached list and the key it was compiled from (its fields are tagged by kind, so a key
+/// names one kind of list).
 type Entry = (Box<[u8]>, CompiledStops);
 
 #[derive(Default)]

@@ -39,8 +39,8 @@
 //!   number of stops; no per-chunk allocation when the chunk passes through whole.
 //! * Per-stream state is a state id plus a status (and up to 3 carried bytes for raw input): the
 //!   held-back text is read out of the stop it is a prefix of, never buffered.
-//! * Stop lists are compiled once and shared ([`StopSet::cached`]), because a gateway builds a
-//!   filter per request, usually with the same few stops.
+//! * Stop lists are compiled once and shared ([`CompiledStops::literal`]), because a gateway
+//!   builds a filter per request, usually with the same few stops.
 //! * Long inputs (64 bytes or more) skip ahead with `memchr` to up to three rare bytes that
 //!   every stop contains, then run the automaton from the earliest position a stop could start
 //!   at; without such bytes they take a plain table walk. Both keep the exact winner and the

@@ -21,7 +21,7 @@
 //! * The GIL is released only for one-shot `truncate` on large texts; for token-sized chunks a
 //!   release costs more than the scan.
 //! * Compiled stop lists are shared: a small cache of recent lists (`stopset.rs`; compared item
-//!   by item, or by identity for the same tuple), then `StopSet::cached`.
+//!   by item, or by identity for the same tuple), then the core's cache (`CompiledStops::literal`).
 
 mod astep;
 mod astream;

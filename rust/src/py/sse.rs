@@ -71,7 +71,7 @@ pub(super) struct SSEStage {
     /// see [`SSEStage::seen`]).
     slow: Py<PyAny>,
     /// `state() -> (fast, closing, table, floor)`, read after each call into the Python side.
-    table: Py<PyAny>,
+    read_state: Py<PyAny>,
     /// `end(eol, seen) -> bytes`: the end of the body.
     end: Py<PyAny>,
     /// `stopstream.sse.Event`, built for the events handed to the driver.
@@ -141,7 +141,7 @@ impl SSEStage {
     /// Reads the driver's state after it handled an event. The tables change only once the
     /// whole state has been read, so a state that fails to read leaves them as they were.
     fn sync(&self, py: Python<'_>, st: &mut StageState) -> PyResult<()> {
-        let state = self.table.bind(py).call0()?;
+        let state = self.read_state.bind(py).call0()?;
         let (fast, closing, table, floor): (bool, bool, Bound<'_, PyList>, Option<i64>) =
             state.extract()?;
         let mut open = Vec::with_capacity(table.len());
@@ -229,7 +229,7 @@ impl SSEStage {
         let built = SSEStage {
             state: TryLock::new(StageState { common: Common::new(provider), table: Vec::new() }),
             slow,
-            table: state,
+            read_state: state,
             end,
             event: event.unbind(),
             closing: AtomicBool::new(false),
@@ -268,7 +268,7 @@ impl SSEStage {
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.slow)?;
-        visit.call(&self.table)?;
+        visit.call(&self.read_state)?;
         visit.call(&self.end)?;
         visit.call(&self.event)?;
         // SAFETY: the collector calls `tp_traverse` on an attached thread, which is what the
