@@ -159,7 +159,7 @@ impl<'py> pull::Host for PullHost<'_, 'py> {
         &self,
         driver: &Bound<'py, AsyncDriver>,
     ) -> PyResult<Option<(Bound<'py, PyAny>, usize)>> {
-        let target = driver.get().st(self.py)?.pull_target(self.py);
+        let target = driver.get().st(self.py)?.pull_target(|it| it.clone_ref(self.py));
         Ok(target.map(|(iterator, position)| (iterator.into_bound(self.py), position)))
     }
 

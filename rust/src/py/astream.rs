@@ -23,7 +23,6 @@
 //! propagates at once, the close still completes (deferring its failure to the stream itself),
 //! and what the stop decided stays queued for later pulls.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
@@ -39,55 +38,15 @@ use super::awaits::{await_iter, made};
 use super::stage::{Out, Stage};
 use super::{lock, try_lock};
 use crate::lock::{Guard, TryLock};
-use crate::pull::{CloseMode, Todo};
+use crate::pull::{CloseMode, Todo, Upstream};
 use crate::{Action, Close, Lifecycle};
 
 type Life = Lifecycle<Py<PyAny>, PyErr>;
 /// A lifecycle action over the bindings' objects.
 pub(super) type PyAction = Action<Py<PyAny>, PyErr>;
 
-pub(super) struct DriverState {
-    /// The upstream iterator, until the stream ends.
-    iterator: Option<Py<PyAny>>,
-    /// The object given, when it is not its own iterator (an SDK stream): closed too.
-    source: Option<Py<PyAny>>,
-    /// `source` was closed already (by `aclose()` during a pull).
-    closed_source: bool,
-    /// Pulls started so far (to name a bad item's position).
-    position: usize,
-    life: Life,
-    /// The awaitable of the last pull that delivered, kept to serve the next `__anext__`
-    /// (see `AsyncPullStep`). Finished, it refers to nothing, so it makes no cycle.
-    pub(super) spare: Option<Py<AsyncPullStep>>,
-}
-
-impl DriverState {
-    /// The iterator to pull from next, and the position of the item it gives.
-    #[inline]
-    pub(super) fn pull_target(&mut self, py: Python<'_>) -> Option<(Py<PyAny>, usize)> {
-        let iterator = self.iterator.as_ref()?.clone_ref(py);
-        let position = self.position;
-        self.position += 1;
-        Some((iterator, position))
-    }
-
-    /// Keeps `step` to serve the next `__anext__` when `action` delivers (see
-    /// `AsyncPullStep`): in the same critical section as the decision, so a pull takes the
-    /// lock once per item it delivers.
-    #[inline]
-    fn keep_spare(&mut self, action: &PyAction, step: &Bound<'_, AsyncPullStep>) {
-        if matches!(action, Action::Deliver(_)) && self.spare.is_none() {
-            self.spare = Some(step.clone().unbind());
-        }
-    }
-
-    /// What is left of the upstream to close (each object once), which the stream lets go of.
-    fn take_upstream(&mut self) -> VecDeque<Py<PyAny>> {
-        let iterator = self.iterator.take();
-        let source = self.source.take().filter(|_| !self.closed_source);
-        iterator.into_iter().chain(source).collect()
-    }
-}
+/// The state of an async stream's pulls.
+pub(super) type DriverState = Upstream<Py<PyAny>, Py<AsyncPullStep>, PyErr>;
 
 /// The async lifecycle driver.
 ///
@@ -158,19 +117,10 @@ impl AsyncDriver {
         py: Python<'py>,
         step: &Bound<'py, AsyncPullStep>,
     ) -> Todo<Py<PyAny>, PyErr> {
-        let mut st = match self.st(py) {
-            Ok(st) => st,
-            Err(err) => return Todo::Do(Action::Raise(err)),
-        };
-        if st.life.wants_pull() {
-            if let Some((iterator, position)) = st.pull_target(py) {
-                return Todo::Pull(iterator, position);
-            }
-            return Todo::Do(Action::End);
+        match self.st(py) {
+            Ok(mut st) => st.begin(|it| it.clone_ref(py), || step.clone().unbind()),
+            Err(err) => Todo::Do(Action::Raise(err)),
         }
-        let action = st.life.next_action();
-        st.keep_spare(&action, step);
-        Todo::Do(action)
     }
 
     /// Keeps an error to raise after the last output.
@@ -209,8 +159,7 @@ impl AsyncDriver {
         match self.st(py) {
             Ok(mut st) => {
                 let action = f(&mut st.life);
-                st.keep_spare(&action, step);
-                action
+                st.keep(action, || step.clone().unbind())
             }
             Err(err) => Action::Raise(err),
         }
@@ -270,14 +219,9 @@ impl AsyncDriver {
             return self.with_life(py, step, |life| life.raised(err, close_requested));
         }
         let (action, released) = match self.st(py) {
-            Ok(mut st) => {
-                let action = st.life.exhausted(close_requested);
-                // Ran out by itself: nothing to close.
-                let released = matches!(action, Action::EndStage)
-                    .then(|| (st.iterator.take(), st.source.take()));
-                (action, released)
-            }
-            Err(err) => (Action::Raise(err), None),
+            // Ran out by itself: nothing to close.
+            Ok(mut st) => st.exhausted(close_requested),
+            Err(err) => (Action::Raise(err), [None, None]),
         };
         drop(released);
         action
@@ -346,14 +290,7 @@ impl AsyncDriver {
     #[pyo3(signature = (*_args, **_kwargs))]
     fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Self {
         AsyncDriver {
-            state: TryLock::new(DriverState {
-                iterator: None,
-                source: None,
-                closed_source: false,
-                position: 0,
-                life: Lifecycle::new(),
-                spare: None,
-            }),
+            state: TryLock::new(DriverState::default()),
             stage: OnceLock::new(),
             running: AtomicBool::new(false),
             close_requested: AtomicBool::new(false),
@@ -373,9 +310,7 @@ impl AsyncDriver {
         if self.stage.set(Stage::of(stage)).is_err() {
             return Err(PyRuntimeError::new_err("stream already started"));
         }
-        let mut st = self.st(py)?;
-        st.iterator = Some(iterator);
-        st.source = source;
+        self.st(py)?.start(iterator, source);
         Ok(())
     }
 
@@ -385,7 +320,7 @@ impl AsyncDriver {
 
     fn __anext__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, AsyncPullStep>> {
         let py = slf.py();
-        let spare = slf.get().st(py).ok().and_then(|mut st| st.spare.take());
+        let spare = slf.get().st(py).ok().and_then(|mut st| st.take_spare());
         if let Some(spare) = spare.map(|s| s.into_bound(py)) {
             if AsyncPullStep::restart(&spare, slf) {
                 return Ok(spare);
@@ -404,17 +339,12 @@ impl AsyncDriver {
         let (objects, mode) = {
             let mut st = self.st(py)?;
             if self.running.load(Ordering::Acquire) {
-                st.life.abandon();
                 self.close_requested.store(true, Ordering::Release);
-                let source =
-                    st.source.as_ref().filter(|_| !st.closed_source).map(|s| s.clone_ref(py));
-                st.closed_source |= source.is_some();
+                let source = st.close_during_pull(|s| s.clone_ref(py));
                 let message = "closing the upstream from aclose() during a pull";
                 (source.into_iter().collect(), CloseMode::Report(message))
-            } else if st.life.close() {
-                (st.take_upstream(), CloseMode::Raise)
             } else {
-                (VecDeque::new(), CloseMode::Raise)
+                (st.close(), CloseMode::Raise)
             }
         };
         AsyncPullStep::closing(py, objects, mode)
@@ -438,12 +368,7 @@ impl AsyncDriver {
         #[allow(unsafe_code)]
         let guard = unsafe { self.state.try_acquire() };
         if let Some(st) = guard {
-            visit.call(&st.iterator)?;
-            visit.call(&st.source)?;
-            visit.call(&st.spare)?;
-            for item in st.life.queued() {
-                visit.call(item)?;
-            }
+            st.visit(|object| visit.call(object), |spare| visit.call(spare))?;
         }
         if let Some(stage) = self.stage.get() {
             stage.traverse(&visit)?;
@@ -458,10 +383,7 @@ impl AsyncDriver {
         // panic there while the interpreter finalizes).
         #[allow(unsafe_code)]
         let py = unsafe { Python::assume_attached() };
-        let old = try_lock(py, &self.state).map(|mut st| {
-            st.life.clear();
-            (st.iterator.take(), st.source.take(), st.spare.take())
-        });
+        let old = try_lock(py, &self.state).map(|mut st| st.clear());
         drop(old);
     }
 }
