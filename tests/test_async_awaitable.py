@@ -664,6 +664,24 @@ def test_a_stream_with_a_spare_awaitable_is_freed_when_dropped() -> None:
     run(main())
 
 
+def test_an_upstream_that_ran_out_is_let_go_of_at_once() -> None:
+    # Running out ends the read from inside the awaitable's send slot; what the stream lets go
+    # of then is freed right away, not when the native module is next entered.
+    async def main() -> None:
+        up = FutureUpstream(["a"])
+        s = awrap(up, ["zz"])  # type: ignore[arg-type]
+        gone = weakref.ref(up)
+        del up
+        gc.disable()
+        try:
+            assert [piece async for piece in s] == ["a"]
+            assert gone() is None
+        finally:
+            gc.enable()
+
+    run(main())
+
+
 class Resurrector:
     """Part of a cycle with a stream; its finalizer brings the cycle back."""
 

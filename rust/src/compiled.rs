@@ -25,7 +25,8 @@ impl CompiledStops {
     /// Compiles plain stops, or returns the same list compiled recently (the cache below,
     /// bounded: emptied past 512 lists or 64 MiB).
     pub fn literal<B: AsRef<[u8]>>(stops: &[B]) -> Result<CompiledStops, Error> {
-        let mut key = Vec::new();
+        // The kind first: an empty literal list and an empty composed one have no field.
+        let mut key = vec![LITERAL];
         for s in stops {
             push_field(&mut key, 7, s.as_ref());
         }
@@ -40,7 +41,7 @@ impl CompiledStops {
         until: Option<&[u8]>,
         pairs: &[(&[u8], &[u8])],
     ) -> Result<CompiledStops, Error> {
-        let mut key = Vec::new();
+        let mut key = vec![COMPOSED];
         for s in specs {
             let include = u8::from(s.include);
             match s.kind {
@@ -111,13 +112,16 @@ impl CompiledStops {
     }
 }
 
+/// The first byte of a cache key: the kind of list it names.
+const LITERAL: u8 = b'L';
+const COMPOSED: u8 = b'C';
+
 /// Lists kept before the cache is emptied.
 const MAX_ENTRIES: usize = 512;
 /// Compiled bytes kept before the cache is emptied.
 const MAX_BYTES: usize = 64 << 20;
 
-/// A cached list and the key it was compiled from (its fields are tagged by kind, so a key
-/// names one kind of list).
+/// A cached list and the key it was compiled from (which starts with the list's kind).
 type Entry = (Box<[u8]>, CompiledStops);
 
 #[derive(Default)]
@@ -180,4 +184,23 @@ fn hash(key: &[u8]) -> u64 {
     let mut last = [0u8; 8];
     last[..words.remainder().len()].copy_from_slice(words.remainder());
     mix(h, u64::from_le_bytes(last))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cache_keeps_each_kind_apart() {
+        // Compiled in both orders: empty lists of the two kinds have no field to tell them apart
+        // but the key's kind.
+        let none: &[&[u8]] = &[];
+        let composed = || CompiledStops::composed(&[], None, &[]).unwrap();
+        assert!(composed().is_composed());
+        assert!(!CompiledStops::literal(none).unwrap().is_composed());
+        assert!(composed().is_composed());
+        let one = [StopSpec { kind: StopKind::Literal(b"ab"), include: false }];
+        assert!(CompiledStops::composed(&one, None, &[]).unwrap().is_composed());
+        assert!(!CompiledStops::literal(&["ab"]).unwrap().is_composed());
+    }
 }

@@ -324,6 +324,29 @@ impl<O, S, E> Upstream<O, S, E> {
 /// A step's objects, as the host names them.
 type StepOf<H> = Step<<H as Host>::Driver, <H as Host>::Obj, <H as Host>::Err>;
 type SentOf<H> = Result<Sent<<H as Host>::Obj>, <H as Host>::Err>;
+type ResumedOf<H> = Resumed<<H as Host>::Driver, <H as Host>::Obj, <H as Host>::Err>;
+
+/// What one step of a pull leaves.
+#[derive(Debug)]
+pub struct Resumed<D, O, E> {
+    /// The pull's next state.
+    pub step: Step<D, O, E>,
+    /// What it yields to the event loop, returns, or raises.
+    pub sent: Result<Sent<O>, E>,
+    /// The driver of a pull that ended (delivered or raised): the caller puts `step` back,
+    /// then releases it ([`Host::release`]).
+    pub ended: Option<D>,
+}
+
+impl<D, O, E> Resumed<D, O, E> {
+    fn at(step: Step<D, O, E>, sent: Result<Sent<O>, E>) -> Self {
+        Resumed { step, sent, ended: None }
+    }
+
+    fn ended(driver: D, sent: Result<Sent<O>, E>) -> Self {
+        Resumed { step: Step::Done, sent, ended: Some(driver) }
+    }
+}
 
 impl<D, O, E> Closer<D, O, E> {
     /// Closing `objects` in order.
@@ -451,35 +474,32 @@ impl<D, O, E> Step<D, O, E> {
     }
 }
 
-/// One step of a pull: the state it leaves and what it yields to the event loop, or returns.
+/// One step of a pull: the state it leaves, what it yields to the event loop or returns, and
+/// the driver to release when the pull ended.
 #[inline]
-pub fn resume<H: Host>(
-    host: &H,
-    step: StepOf<H>,
-    input: Input<H::Obj, H::Err>,
-) -> (StepOf<H>, SentOf<H>) {
+pub fn resume<H: Host>(host: &H, step: StepOf<H>, input: Input<H::Obj, H::Err>) -> ResumedOf<H> {
     let (driver, todo) = match step {
         Step::Done => {
             let err = match input {
                 Input::Send(_) => host.misuse(Misuse::Reused),
                 Input::Throw(err) => err,
             };
-            return (Step::Done, Err(err));
+            return Resumed::at(Step::Done, Err(err));
         }
         Step::Closer(mut closer) => {
             let sent = closer.resume(host, input);
             let next =
                 if matches!(sent, Ok(Sent::Yield(_))) { Step::Closer(closer) } else { Step::Done };
-            return (next, sent);
+            return Resumed::at(next, sent);
         }
         Step::Start(driver) => match input {
-            Input::Throw(err) => return (Step::Done, Err(err)),
+            Input::Throw(err) => return Resumed::at(Step::Done, Err(err)),
             Input::Send(value) if !host.is_none(&value) => {
-                return (Step::Start(driver), Err(host.misuse(Misuse::StartValue)));
+                return Resumed::at(Step::Start(driver), Err(host.misuse(Misuse::StartValue)));
             }
             Input::Send(_) => {
                 if !host.claim(&driver) {
-                    return (Step::Done, Err(host.misuse(Misuse::Concurrent)));
+                    return Resumed::at(Step::Done, Err(host.misuse(Misuse::Concurrent)));
                 }
                 let todo = host.begin(&driver);
                 (driver, todo)
@@ -488,7 +508,10 @@ pub fn resume<H: Host>(
         Step::Pulling(driver, it, position) => {
             let action = match host.send(&it, input) {
                 Ok(Sent::Yield(value)) => {
-                    return (Step::Pulling(driver, it, position), Ok(Sent::Yield(value)));
+                    return Resumed::at(
+                        Step::Pulling(driver, it, position),
+                        Ok(Sent::Yield(value)),
+                    );
                 }
                 Ok(Sent::Return(item)) => host.item(&driver, item, position),
                 Err(err) => host.upstream_raised(&driver, err),
@@ -498,14 +521,15 @@ pub fn resume<H: Host>(
         Step::Closing(driver, it, why) => {
             let action = match host.send(&it, input) {
                 Ok(Sent::Yield(value)) => {
-                    return (Step::Closing(driver, it, why), Ok(Sent::Yield(value)));
+                    return Resumed::at(Step::Closing(driver, it, why), Ok(Sent::Yield(value)));
                 }
                 Ok(Sent::Return(_)) => host.closed(&driver, *why, None),
                 Err(err) => match close_failed(host, &driver, *why, err) {
                     Ok(action) => action,
                     Err(err) => {
+                        // Released before the close it awaited is let go of.
                         host.release(&driver);
-                        return (Step::Done, Err(err));
+                        return Resumed::at(Step::Done, Err(err));
                     }
                 },
             };
@@ -517,15 +541,8 @@ pub fn resume<H: Host>(
 
 /// Carries out the lifecycle's actions from `todo` until the pull suspends, delivers or raises.
 #[inline]
-fn advance<H: Host>(
-    host: &H,
-    driver: H::Driver,
-    mut todo: Todo<H::Obj, H::Err>,
-) -> (StepOf<H>, SentOf<H>) {
-    let end = |driver: H::Driver, result: SentOf<H>| {
-        host.release(&driver);
-        (Step::Done, result)
-    };
+fn advance<H: Host>(host: &H, driver: H::Driver, mut todo: Todo<H::Obj, H::Err>) -> ResumedOf<H> {
+    let end = Resumed::ended;
     loop {
         let action = match todo {
             Todo::Pull(iterator, position) => {
@@ -534,7 +551,8 @@ fn advance<H: Host>(
                     .and_then(|it| Ok((host.send(&it, Input::Send(host.none()))?, it)));
                 match pulled {
                     Ok((Sent::Yield(value), it)) => {
-                        return (Step::Pulling(driver, it, position), Ok(Sent::Yield(value)));
+                        let step = Step::Pulling(driver, it, position);
+                        return Resumed::at(step, Ok(Sent::Yield(value)));
                     }
                     Ok((Sent::Return(item), _)) => host.item(&driver, item, position),
                     Err(err) => host.upstream_raised(&driver, err),
@@ -559,7 +577,7 @@ fn advance<H: Host>(
                 match host.send(&it, Input::Send(host.none())) {
                     Ok(Sent::Yield(value)) => {
                         let step = Step::Closing(driver, it, Box::new(why));
-                        return (step, Ok(Sent::Yield(value)));
+                        return Resumed::at(step, Ok(Sent::Yield(value)));
                     }
                     Ok(Sent::Return(_)) => Todo::Do(host.closed(&driver, why, None)),
                     Err(err) => match close_failed(host, &driver, why, err) {
@@ -610,21 +628,23 @@ pub fn closed_by<H: Host>(
     match thrown {
         Ok(Sent::Return(_)) => Ok(()),
         Ok(Sent::Yield(_)) => {
-            // It went on instead: end it anyway, as a coroutine's `close()` does.
-            let waiting = match left() {
+            // It went on instead: end it anyway, as a coroutine's `close()` does. What it left
+            // is let go of last.
+            let left = left();
+            let waiting = match &left {
                 Some(Step::Pulling(driver, ..)) => {
-                    host.release(&driver);
+                    host.release(driver);
                     None
                 }
                 Some(Step::Closing(driver, it, _)) => {
-                    host.release(&driver);
+                    host.release(driver);
                     Some(it)
                 }
-                Some(Step::Closer(closer)) => closer.current,
+                Some(Step::Closer(closer)) => closer.current.as_ref(),
                 _ => None,
             };
             if let Some(it) = waiting {
-                host.close_awaitable(&it)?;
+                host.close_awaitable(it)?;
             }
             Err(host.misuse(Misuse::IgnoredExit))
         }
@@ -791,8 +811,11 @@ mod tests {
     ) -> (Vec<String>, TestStep) {
         let mut out = Vec::new();
         for input in inputs {
-            let (next, sent) = resume(host, step, input);
+            let Resumed { step: next, sent, ended } = resume(host, step, input);
             step = next;
+            if let Some(driver) = ended {
+                host.release(&driver);
+            }
             out.push(match sent {
                 Ok(Sent::Yield(v)) => format!("yield {v}"),
                 Ok(Sent::Return(v)) => format!("return {v}"),
@@ -841,10 +864,10 @@ mod tests {
     #[test]
     fn every_object_is_closed_and_the_first_failure_is_what_the_mode_says() {
         let objects = || ["a", "broken", "b", "sync"].map(str::to_owned).into_iter().collect();
-        for (mode, expected) in [
-            (CloseMode::Raise, "raise x"),
-            (CloseMode::Defer(()), "return none"),
-            (CloseMode::Report("closing"), "return none"),
+        for (mode, expected, told) in [
+            (CloseMode::Raise, "raise x", None),
+            (CloseMode::Defer(()), "return none", Some("closed Stop Some(\"x\")")),
+            (CloseMode::Report("closing"), "return none", Some("report closing: x")),
         ] {
             let host = Fake::default()
                 .script("close of a", &["yield f", "raise x"])
@@ -857,24 +880,33 @@ mod tests {
             assert_eq!(out, ["yield f", expected]);
             assert!(matches!(step, Step::Done));
             let log = host.taken_log();
-            let starts: Vec<_> = log.iter().filter(|l| l.starts_with("start close")).collect();
+            let closes: Vec<_> = log.iter().filter(|l| !l.starts_with("closed")).collect();
             assert_eq!(
-                starts,
-                ["start close a", "start close broken", "start close b", "start close sync"]
+                closes[..7],
+                [
+                    "start close a",
+                    "send close of a",
+                    "send close of a",
+                    "start close broken",
+                    "start close b",
+                    "send close of b",
+                    "start close sync",
+                ]
             );
-            let told = log.iter().find(|l| l.starts_with("closed") || l.starts_with("report"));
-            match expected {
-                "raise x" => assert_eq!(told, None),
-                _ => assert!(
-                    told.is_some_and(|l| l.ends_with("Stop Some(\"x\")") || l.ends_with(": x"))
-                ),
-            }
+            let reported = log.iter().find(|l| l.starts_with("closed") || l.starts_with("report"));
+            assert_eq!(reported.map(String::as_str), told);
         }
         // What is no `Exception` propagates in every mode.
-        let host = Fake::default().script("close of a", &["raise !base"]);
-        let closer = Closer::new(["a".to_owned()].into(), CloseMode::Report("closing"));
-        let (out, _) = run(&host, Step::Closer(Box::new(closer)), vec![send("none")]);
-        assert_eq!(out, ["raise !base"]);
+        for mode in [CloseMode::Raise, CloseMode::Defer(()), CloseMode::Report("closing")] {
+            let host = Fake::default().script("close of a", &["raise !base"]);
+            let closer = Closer::new(["a".to_owned()].into(), mode);
+            let (out, _) = run(&host, Step::Closer(Box::new(closer)), vec![send("none")]);
+            assert_eq!(out, ["raise !base"]);
+            assert!(!host
+                .taken_log()
+                .iter()
+                .any(|l| l.starts_with("closed") || l.starts_with("report")));
+        }
     }
 
     #[test]
@@ -894,15 +926,68 @@ mod tests {
 
     #[test]
     fn a_close_that_the_awaitable_ignores_is_forced() {
+        let yielded = || Ok(Sent::Yield("f".to_owned()));
+        let closing = Step::Closing((), "close".to_owned(), Box::new(Close::Requested));
+        let mut closer = Closer::new(["b".to_owned()].into(), CloseMode::Raise);
+        closer.current = Some("close of a".to_owned());
+        // What it left, whether its stream is released, and what is closed.
+        let cases: Vec<(TestStep, bool, Vec<&str>)> = vec![
+            (Step::Pulling((), "up.anext".to_owned(), 0), true, vec![]),
+            (closing, true, vec!["close close"]),
+            (Step::Closer(Box::new(closer)), false, vec!["close close of a"]),
+        ];
+        for (left, released, closed) in cases {
+            let host = Fake::default();
+            host.running.set(true);
+            let err = closed_by(&host, yielded(), || Some(left)).unwrap_err();
+            assert_eq!(err, "IgnoredExit");
+            assert_eq!(host.running.get(), !released);
+            assert_eq!(host.taken_log(), closed);
+        }
         let host = Fake::default();
-        host.running.set(true);
-        let left = Step::Closing((), "close".to_owned(), Box::new(Close::Requested));
-        let err = closed_by(&host, Ok(Sent::Yield("f".to_owned())), || Some(left)).unwrap_err();
-        assert_eq!(err, "IgnoredExit");
-        assert!(!host.running.get());
-        assert_eq!(host.taken_log(), ["close close"]);
         assert_eq!(closed_by(&host, Err("exit".to_owned()), || None), Ok(()));
         assert_eq!(closed_by(&host, Err("other".to_owned()), || None), Err("other".to_owned()));
+        assert_eq!(closed_by(&host, Ok(Sent::Return("none".to_owned())), || None), Ok(()));
+    }
+
+    #[test]
+    fn a_step_s_face() {
+        let mut closer = Closer::new(["b".to_owned()].into(), CloseMode::Defer(()));
+        let idle: TestStep = Step::Closer(Box::new(Closer::new(VecDeque::new(), CloseMode::Raise)));
+        assert!(!idle.is_suspended());
+        closer.current = Some("close of a".to_owned());
+        let steps: Vec<(TestStep, bool, bool, Vec<&str>)> = vec![
+            (Step::Start(()), false, false, vec!["driver"]),
+            (Step::Pulling((), "it".to_owned(), 3), true, true, vec!["driver", "it"]),
+            (
+                Step::Closing((), "c".to_owned(), Box::new(Close::Stop)),
+                true,
+                true,
+                vec!["driver", "c"],
+            ),
+            (Step::Closer(Box::new(closer)), true, false, vec!["close of a", "b", "driver"]),
+            (Step::Done, false, false, vec![]),
+        ];
+        for (step, suspended, running, visited) in steps {
+            assert_eq!(step.is_suspended(), suspended);
+            assert_eq!(step.running_driver().is_some(), running);
+            let step = step.map(|()| "driver", |o| o.to_uppercase());
+            let seen = RefCell::new(Vec::new());
+            let walk: Result<(), ()> = step.visit(
+                |d| {
+                    seen.borrow_mut().push((*d).to_owned());
+                    Ok(())
+                },
+                |o| {
+                    seen.borrow_mut().push(o.to_lowercase());
+                    Ok(())
+                },
+            );
+            assert_eq!(
+                (walk, seen.into_inner()),
+                (Ok(()), visited.iter().map(|v| (*v).to_owned()).collect())
+            );
+        }
     }
 
     type TestUpstream = Upstream<&'static str, u32, String>;
@@ -945,10 +1030,14 @@ mod tests {
         let mut up = started(Some("sdk"));
         assert_eq!(up.close(), ["it", "sdk"]);
         assert!(up.close().is_empty());
-        let mut up = started(None);
+        // A stream already settled (its upstream closed or let go of) closes nothing more.
+        let mut up = started(Some("sdk"));
+        up.life.clear();
+        assert!(up.close().is_empty());
+        let mut up = started(Some("sdk"));
         let mut seen = Vec::new();
         up.life.owed(["x"]);
-        up.keep(Action::Deliver("y"), || 7);
+        let _ = up.keep(Action::Deliver("y"), || 7);
         let mut spare = None;
         let visited: Result<(), ()> = up.visit(
             |o| {
@@ -961,7 +1050,7 @@ mod tests {
             },
         );
         assert_eq!((visited, spare), (Ok(()), Some(7)));
-        assert_eq!(seen, ["it", "x"]);
-        assert_eq!(up.clear(), ([Some("it"), None], Some(7)));
+        assert_eq!(seen, ["it", "sdk", "x"]);
+        assert_eq!(up.clear(), ([Some("it"), Some("sdk")], Some(7)));
     }
 }

@@ -268,8 +268,16 @@ impl AsyncPullStep {
         // the `am_send` slot, would wait in PyO3's pool).
         let taken = std::mem::replace(&mut *step, Step::Done);
         let taken = taken.map(|d| d.into_bound(py), |o| o.into_bound(py));
-        let (next, sent) = pull::resume(&PullHost { py, step: slf }, taken, input);
+        let host = PullHost { py, step: slf };
+        let pull::Resumed { step: next, sent, ended } = pull::resume(&host, taken, input);
         *step = next.map(Bound::unbind, Bound::unbind);
+        if matches!(sent, Ok(Sent::Return(_))) {
+            // A delivering pull's awaitable is free again before its stream is released.
+            drop(step);
+        }
+        if let Some(driver) = ended {
+            pull::Host::release(&host, &driver);
+        }
         sent
     }
 

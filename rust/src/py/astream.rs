@@ -223,7 +223,11 @@ impl AsyncDriver {
             Ok(mut st) => st.exhausted(close_requested),
             Err(err) => (Action::Raise(err), [None, None]),
         };
-        drop(released);
+        // Let go of as borrowed references: this runs in the `am_send` slot too (see
+        // `AsyncPullStep::resume`).
+        for object in released.into_iter().flatten() {
+            drop(object.into_bound(py));
+        }
         action
     }
 
