@@ -59,6 +59,7 @@
 mod automaton;
 mod byteset;
 mod compiled;
+pub mod drive;
 mod error;
 mod filter;
 mod lifecycle;

@@ -5,11 +5,11 @@ use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyIterator, PyString};
+use pyo3::types::{PyBytes, PyString};
 
 use super::convert::{bytes_out, chunk_utf8, joined_str};
 use super::errors::map_error;
-use super::stream::{Mode, StreamState, SyncDriver};
+use super::stream::{Life, Mode, StreamState, SyncDriver};
 use crate::{Action, Status};
 
 impl SyncDriver {
@@ -25,44 +25,48 @@ impl SyncDriver {
         py: Python<'py>,
         st: &mut StreamState,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        if !st.life.wants_pull() {
-            let action = st.life.next_action();
-            return self.run(py, st, action);
+        if !st.drive.life.wants_pull() {
+            return self.with(py, st, |d, host| d.next(host)).map(|o| o.map(|o| o.into_bound(py)));
         }
         let action = match self.fast(py, st) {
             Fast::Out(out) => return Ok(Some(out)),
             Fast::Then(action) => action,
-            Fast::Pulled(pulled) => self.pull_step(py, st, Some(pulled)),
+            Fast::Pulled(Pulled(pulled)) => {
+                let pulled = pulled.map(|r| r.map(Bound::unbind));
+                self.with(py, st, |d, host| d.pulled(host, Some(pulled)))
+            }
         };
-        self.run(py, st, action)
+        self.with(py, st, |d, host| d.run(host, action)).map(|o| o.map(|o| o.into_bound(py)))
     }
 
     /// The fast path over the built-in filter and exact `str` (or, over bytes, `bytes`) chunks.
     fn fast<'py>(&self, py: Python<'py>, st: &mut StreamState) -> Fast<'py> {
         loop {
-            let (Mode::Filter(_), Some(upstream)) = (&st.mode, &st.upstream) else {
+            let (Mode::Filter(_), Some(upstream)) = (&st.feeding.mode, st.drive.iterator()) else {
                 return Fast::Then(Action::Pull);
             };
             let item = match self.fast_pull(py, upstream) {
                 Ok(item) => item,
                 Err(pulled) => return Fast::Pulled(pulled),
             };
-            let closing = match feed_exact(py, st, &item) {
+            let life = &mut st.drive.life;
+            let closing = match feed_exact(py, &mut st.feeding.mode, life, &item) {
                 None | Some(Fed::Refused) => return Fast::Pulled(Pulled(Some(Ok(item)))),
                 Some(Fed::Whole) => {
-                    st.position += 1;
+                    st.drive.take_position();
                     return Fast::Out(item);
                 }
                 Some(Fed::Out(out, status)) => {
-                    st.position += 1;
+                    st.drive.take_position();
                     (out, status != Status::Open)
                 }
             };
+            let life = &mut st.drive.life;
             match closing {
                 (Ok(Some(out)), false) => return Fast::Out(out),
                 (Ok(None), false) => {}
-                (Ok(out), true) => return Fast::Then(st.life.fed(out.map(Bound::unbind), true)),
-                (Err(err), _) => return Fast::Then(st.life.refused(err)),
+                (Ok(out), true) => return Fast::Then(life.fed(out.map(Bound::unbind), true)),
+                (Err(err), _) => return Fast::Then(life.refused(err)),
             }
         }
     }
@@ -73,7 +77,7 @@ impl SyncDriver {
     fn fast_pull<'py>(
         &self,
         py: Python<'py>,
-        upstream: &Py<PyIterator>,
+        upstream: &Py<PyAny>,
     ) -> Result<Bound<'py, PyAny>, Pulled<'py>> {
         match pull(py, upstream) {
             Some(Ok(item)) if !self.close_requested.load(Ordering::Acquire) => Ok(item),
@@ -97,7 +101,7 @@ impl SyncDriver {
         st: &mut StreamState,
         item: &Bound<'py, PyAny>,
     ) -> Option<PyResult<(Option<Bound<'py, PyAny>>, bool)>> {
-        let (out, status) = match feed_exact(py, st, item)? {
+        let (out, status) = match feed_exact(py, &mut st.feeding.mode, &mut st.drive.life, item)? {
             Fed::Whole => return Some(Ok((Some(item.clone()), false))),
             // The general step feeds it again, and raises.
             Fed::Refused => return None,
@@ -128,10 +132,11 @@ enum Fed<'py> {
 #[inline(always)]
 fn feed_exact<'py>(
     py: Python<'py>,
-    st: &mut StreamState,
+    mode: &mut Mode,
+    life: &mut Life,
     item: &Bound<'py, PyAny>,
 ) -> Option<Fed<'py>> {
-    let Mode::Filter(f) = &mut st.mode else { return None };
+    let Mode::Filter(f) = mode else { return None };
     let mut stack = None;
     let bytes_stream = f.is_bytes();
     let bytes = if bytes_stream {
@@ -154,13 +159,13 @@ fn feed_exact<'py>(
         joined_str(py, fed.head, fed.bytes).map(|s| Some(s.into_any()))
     };
     if let Some(e) = f.take_owed() {
-        st.life.defer(map_error(py, &e), |e, c| e.set_context(py, Some(c)));
+        life.defer(map_error(py, &e), |e, c| e.set_context(py, Some(c)));
     }
     Some(Fed::Out(out, f.status()))
 }
 
 /// What a pull from the upstream gave: an item, its end (`None`), or its error.
-pub(super) struct Pulled<'py>(pub(super) Option<PyResult<Bound<'py, PyAny>>>);
+struct Pulled<'py>(Option<PyResult<Bound<'py, PyAny>>>);
 
 /// How the fast path ended.
 enum Fast<'py> {
@@ -172,12 +177,12 @@ enum Fast<'py> {
     Pulled(Pulled<'py>),
 }
 
-/// The next item of the upstream, without the reference count round trip of `Bound::next`.
+/// The next item of the upstream (an iterator), without the reference count round trip of `Bound::next`.
 #[allow(clippy::inline_always, reason = "a call per chunk on the fast path otherwise")]
 #[inline(always)]
 pub(super) fn pull<'py>(
     py: Python<'py>,
-    upstream: &Py<PyIterator>,
+    upstream: &Py<PyAny>,
 ) -> Option<PyResult<Bound<'py, PyAny>>> {
     // SAFETY: `upstream` is an iterator (checked when the stream was made) and the thread is
     // attached; `PyIter_Next` returns a new reference or NULL, with an exception set on error.

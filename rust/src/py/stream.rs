@@ -12,13 +12,14 @@ use pyo3::PyTraverseError;
 use super::awaits::is_awaitable;
 use super::convert::{bytes_out, chunk_bytes, chunk_utf8, make_str, str_out};
 use super::errors::{map_error, parse_errors, type_name};
-use super::fast::{pull, Pulled};
+use super::fast::pull;
 use super::slots::optional_attr;
 use super::stage::{Out, Stage};
 use super::stopset::{resolve, stop_text, IncludeStop, SkipArgs, Stops};
 use super::try_lock;
+use crate::drive::{self, Driver};
 use crate::lock::TryLock;
-use crate::{Action, Filter, Lifecycle, Published, Status};
+use crate::{Filter, Lifecycle, Published, Status};
 
 #[allow(clippy::large_enum_variant, reason = "one per stream, made once and never moved")]
 pub(super) enum Mode {
@@ -40,18 +41,85 @@ impl Mode {
     }
 }
 
+/// The lifecycle's state over the bindings' objects.
+pub(super) type Life = Lifecycle<Py<PyAny>, PyErr>;
+
 pub(super) struct StreamState {
+    /// The upstream iterator, pull positions and the lifecycle's state: output owed (a stage's
+    /// items), an error deferred past it (a failing close after a stop, or the decoding error
+    /// of contract §9.9), and whether the stream may pull again.
+    pub(super) drive: Driver<Py<PyAny>, PyErr>,
+    pub(super) feeding: Feeding,
+}
+
+/// What turns items into output.
+pub(super) struct Feeding {
     pub(super) mode: Mode,
-    /// The upstream iterator, until the stream ends or is cleared by the GC.
-    pub(super) upstream: Option<Py<PyIterator>>,
-    /// Items pulled so far (to name a bad item's position).
-    pub(super) position: usize,
     /// The stage wants no more input (it reported `closing` after its last push).
     pub(super) closing: bool,
-    /// The lifecycle's state: output owed (a stage's items), an error deferred past it (a
-    /// failing close after a stop, or the decoding error of contract §9.9), and whether the
-    /// stream may pull again.
-    pub(super) life: Lifecycle<Py<PyAny>, PyErr>,
+}
+
+impl Feeding {
+    /// Whether the item just fed ended the input: a stop fired, or the stage is closing.
+    fn closing(&self) -> bool {
+        self.closing || matches!(self.mode.status(), Status::Stopped(_))
+    }
+}
+
+/// The Python side of the core driver's calls ([`drive::Host`]).
+pub(super) struct Calls<'a, 'py> {
+    py: Python<'py>,
+    driver: &'a SyncDriver,
+    feeding: &'a mut Feeding,
+}
+
+impl drive::Host for Calls<'_, '_> {
+    type Obj = Py<PyAny>;
+    type Err = PyErr;
+
+    #[inline]
+    fn next(&mut self, iterator: &Py<PyAny>) -> Option<PyResult<Py<PyAny>>> {
+        pull(self.py, iterator).map(|r| r.map(Bound::unbind))
+    }
+
+    #[inline]
+    fn close_requested(&self) -> bool {
+        self.driver.close_requested.load(Ordering::Acquire)
+    }
+
+    #[inline]
+    fn feed(
+        &mut self,
+        life: &mut Life,
+        item: Py<PyAny>,
+        position: usize,
+    ) -> PyResult<(Option<Py<PyAny>>, bool)> {
+        let (py, item) = (self.py, item.into_bound(self.py));
+        let out = self.driver.feed_item(py, self.feeding, life, &item, position)?;
+        Ok((out.map(Bound::unbind), self.feeding.closing()))
+    }
+
+    fn end_stage(&mut self, life: &mut Life) -> PyResult<()> {
+        let owed = self.driver.finish_mode(self.py, self.feeding, life)?;
+        life.owed(owed);
+        Ok(())
+    }
+
+    fn take_source(&mut self) -> Option<Py<PyAny>> {
+        self.driver.take_source()
+    }
+
+    fn close(&mut self, object: Py<PyAny>) -> PyResult<()> {
+        close_object(object.bind(self.py))
+    }
+
+    fn chain(&self, err: &PyErr, context: PyErr) {
+        err.set_context(self.py, Some(context));
+    }
+
+    fn report(&self, err: PyErr) {
+        err.write_unraisable(self.py, None);
+    }
 }
 
 /// The sync driver of the stream lifecycle (contract §9), over the built-in text or bytes
@@ -92,19 +160,16 @@ impl SyncDriver {
         self.source.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
     }
 
-    /// Closes what is still open of the upstream (the lifecycle asks once): the iterator and
-    /// the object given, each with its `close()`, both even if one fails; the first failure is
-    /// returned.
-    fn close_upstream(&self, py: Python<'_>, st: &mut StreamState) -> PyResult<()> {
-        let iterator = st.upstream.take().map(Py::into_any);
-        let mut result = Ok(());
-        for target in iterator.into_iter().chain(self.take_source()) {
-            let closed = close_object(target.bind(py));
-            if result.is_ok() {
-                result = closed;
-            }
-        }
-        result
+    /// `f` of the core driver, with this driver's Python side as its host.
+    #[inline]
+    pub(super) fn with<'py, R>(
+        &self,
+        py: Python<'py>,
+        st: &mut StreamState,
+        f: impl FnOnce(&mut Driver<Py<PyAny>, PyErr>, &mut Calls<'_, 'py>) -> R,
+    ) -> R {
+        let StreamState { drive, feeding } = st;
+        f(drive, &mut Calls { py, driver: self, feeding })
     }
 
     /// `close()` from another thread during a pull: the object given is closed now (an SDK
@@ -124,77 +189,8 @@ impl SyncDriver {
     /// cycles included (the collector finalizes a dead cycle before clearing any of it), closes
     /// its upstream, as a generator's finalizer runs its `finally`.
     pub(super) fn finalize(&self, py: Python<'_>) {
-        let Some(mut st) = try_lock(py, &self.state) else { return };
-        if st.life.close() {
-            if let Err(err) = self.close_upstream(py, &mut st) {
-                err.write_unraisable(py, None);
-            }
-        }
-    }
-
-    /// Carries out the lifecycle's actions until one hands the consumer an item, an error or
-    /// the end.
-    pub(super) fn run<'py>(
-        &self,
-        py: Python<'py>,
-        st: &mut StreamState,
-        mut action: Action<Py<PyAny>, PyErr>,
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        loop {
-            action = match action {
-                Action::Deliver(out) => return Ok(Some(out.into_bound(py))),
-                Action::Raise(err) => return Err(err),
-                Action::End => return Ok(None),
-                Action::Pull => self.pull_step(py, st, None),
-                Action::Close(why) => {
-                    let failure = self.close_upstream(py, st).err();
-                    let closed = st.life.closed(why, failure, |e, c| e.set_context(py, Some(c)));
-                    if let Some(failure) = closed.report {
-                        failure.write_unraisable(py, None);
-                    }
-                    closed.action
-                }
-                Action::EndStage => {
-                    let owed = self.finish_mode(py, st)?;
-                    st.life.owed(owed);
-                    st.life.next_action()
-                }
-            };
-        }
-    }
-
-    /// One pull (or what a fast path pulled) told to the lifecycle.
-    pub(super) fn pull_step(
-        &self,
-        py: Python<'_>,
-        st: &mut StreamState,
-        pulled: Option<Pulled<'_>>,
-    ) -> Action<Py<PyAny>, PyErr> {
-        let Some(upstream) = st.upstream.as_ref() else { return Action::End };
-        let result = pulled.map_or_else(|| pull(py, upstream), |p| p.0);
-        let close_requested = self.close_requested.load(Ordering::Acquire);
-        let item = match result {
-            Some(Ok(item)) => item,
-            None => {
-                let action = st.life.exhausted(close_requested);
-                if matches!(action, Action::EndStage) {
-                    // Ran out by itself: nothing to close.
-                    st.upstream = None;
-                    drop(self.take_source());
-                }
-                return action;
-            }
-            Some(Err(err)) => return st.life.raised(err, close_requested),
-        };
-        if close_requested {
-            return st.life.closed_during_pull();
-        }
-        let position = st.position;
-        st.position += 1;
-        let fed = self.feed_item(py, st, &item, position);
-        match fed.map(|out| (out, closing(st))) {
-            Ok((out, closing)) => st.life.fed(out.map(Bound::unbind), closing),
-            Err(err) => st.life.refused(err),
+        if let Some(mut st) = try_lock(py, &self.state) {
+            self.with(py, &mut st, |d, host| d.close_quietly(host));
         }
     }
 
@@ -202,7 +198,7 @@ impl SyncDriver {
     #[allow(clippy::inline_always, reason = "after every fed chunk: a call otherwise (callgrind)")]
     #[inline(always)]
     pub(super) fn publish(&self, st: &StreamState) {
-        self.published.publish(match &st.mode {
+        self.published.publish(match &st.feeding.mode {
             Mode::Filter(f) => Some(f),
             _ => None,
         });
@@ -212,19 +208,20 @@ impl SyncDriver {
     pub(super) fn feed_item<'py>(
         &self,
         py: Python<'py>,
-        st: &mut StreamState,
+        feeding: &mut Feeding,
+        life: &mut Life,
         item: &Bound<'py, PyAny>,
         position: usize,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let f = match &mut st.mode {
+        let f = match &mut feeding.mode {
             Mode::Stage(stage) => {
                 let pushed = stage.push(py, item, position)?;
-                st.closing = pushed.closing;
+                feeding.closing = pushed.closing;
                 return Ok(match pushed.out {
                     Out::None => None,
                     Out::One(out) => Some(out),
                     Out::Many(list) => {
-                        st.life.owed(list.iter().map(Bound::unbind));
+                        life.owed(list.iter().map(Bound::unbind));
                         None
                     }
                 });
@@ -242,8 +239,8 @@ impl SyncDriver {
                     )));
                 };
                 let f = Filter::new(&self.stops.core, bytes, self.include_stop, self.replace);
-                st.mode = Mode::Filter(f);
-                return self.feed_item(py, st, item, position);
+                feeding.mode = Mode::Filter(f);
+                return self.feed_item(py, feeding, life, item, position);
             }
         };
         let out = if f.is_bytes() {
@@ -283,7 +280,7 @@ impl SyncDriver {
             }
         };
         if let Some(e) = f.take_owed() {
-            st.life.defer(map_error(py, &e), |e, c| e.set_context(py, Some(c)));
+            life.defer(map_error(py, &e), |e, c| e.set_context(py, Some(c)));
         }
         Ok(out)
     }
@@ -292,13 +289,14 @@ impl SyncDriver {
     pub(super) fn finish_mode(
         &self,
         py: Python<'_>,
-        st: &mut StreamState,
+        feeding: &mut Feeding,
+        life: &mut Life,
     ) -> PyResult<Vec<Py<PyAny>>> {
-        let f = match &mut st.mode {
+        let f = match &mut feeding.mode {
             Mode::Stage(stage) => {
                 let (owed, err) = stage.end(py)?;
                 if let Some(err) = err {
-                    st.life.defer(err, |e, c| e.set_context(py, Some(c)));
+                    life.defer(err, |e, c| e.set_context(py, Some(c)));
                 }
                 return Ok(owed);
             }
@@ -307,7 +305,7 @@ impl SyncDriver {
                 // An empty upstream ends like any other stream.
                 let mut f = Filter::new(&self.stops.core, false, self.include_stop, false);
                 let _ = f.finish();
-                st.mode = Mode::Filter(f);
+                feeding.mode = Mode::Filter(f);
                 return Ok(Vec::new());
             }
         };
@@ -319,7 +317,7 @@ impl SyncDriver {
             Err(e) => return Err(map_error(py, &e)),
         };
         if let Some(e) = f.take_owed() {
-            st.life.defer(map_error(py, &e), |e, c| e.set_context(py, Some(c)));
+            life.defer(map_error(py, &e), |e, c| e.set_context(py, Some(c)));
         }
         Ok(out.into_iter().collect())
     }
@@ -379,11 +377,6 @@ fn shut_down_connection(stream: &Bound<'_, PyAny>) {
     }
 }
 
-/// Whether the item just fed ended the input: a stop fired, or the stage is closing.
-fn closing(st: &StreamState) -> bool {
-    st.closing || matches!(st.mode.status(), Status::Stopped(_))
-}
-
 impl SyncDriver {
     /// A driver over `chunks`: the built-in filter (`stops` given) or `stage`.
     fn build(
@@ -411,11 +404,8 @@ impl SyncDriver {
             include_stop,
             replace,
             state: TryLock::new(StreamState {
-                mode,
-                upstream: Some(upstream.unbind()),
-                position: 0,
-                closing: false,
-                life: Lifecycle::new(),
+                drive: Driver::new(upstream.into_any().unbind()),
+                feeding: Feeding { mode, closing: false },
             }),
             source: Mutex::new(source),
             published: Published::new(),
@@ -450,34 +440,24 @@ impl SyncDriver {
                 "stream is already being iterated (concurrent or re-entrant call)",
             ));
         };
-        let mut result = self.next_fast(py, &mut st);
-        if self.close_requested.load(Ordering::Acquire) && !st.life.is_settled() {
-            // Closed from elsewhere while the item was fed: the consumer wants no more output.
-            // The iterator is idle again, so it can be closed now.
-            let action = st.life.closed_during_pull();
-            result = self.run(py, &mut st, action);
-        }
+        let result = self.next_fast(py, &mut st).map(|out| out.map(Bound::unbind));
+        // Closed from elsewhere while the item was fed: the stream ends.
+        let result = self.with(py, &mut st, |d, host| d.settle(host, result));
         self.publish(&st);
         drop(st);
         if self.close_requested.load(Ordering::Acquire) {
             // A `close()` that came after the check above found the lock taken and left its
             // request (possible only in a free-threaded build): carry it out now.
-            if let Some(mut st) = try_lock(py, &self.state) {
-                if st.life.close() {
-                    if let Err(err) = self.close_upstream(py, &mut st) {
-                        err.write_unraisable(py, None);
-                    }
-                }
-            }
+            self.finalize(py);
         }
-        result
+        result.map(|out| out.map(|o| o.into_bound(py)))
     }
 
     /// Ends the stream and closes the upstream (once; later calls do nothing).
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         self.close_requested.store(true, Ordering::Release);
         if let Some(mut st) = try_lock(py, &self.state) {
-            return if st.life.close() { self.close_upstream(py, &mut st) } else { Ok(()) };
+            return self.with(py, &mut st, |d, host| d.close(host));
         }
         // A `__next__` is running (another thread, or this call comes from the upstream): close
         // at once what can be closed while the iterator runs; the running call closes the rest
@@ -501,11 +481,11 @@ impl SyncDriver {
         #[allow(unsafe_code)]
         let guard = unsafe { self.state.try_acquire() };
         if let Some(st) = guard {
-            visit.call(&st.upstream)?;
-            if let Mode::Stage(stage) = &st.mode {
+            visit.call(st.drive.iterator())?;
+            if let Mode::Stage(stage) = &st.feeding.mode {
                 stage.traverse(&visit)?;
             }
-            for item in st.life.queued() {
+            for item in st.drive.life.queued() {
                 visit.call(item)?;
             }
         }
@@ -520,10 +500,9 @@ impl SyncDriver {
         // anything in it is cleared); dropping the references is all that is left.
         Python::attach(|py| {
             if let Some(mut st) = try_lock(py, &self.state) {
-                st.upstream = None;
-                st.life.clear();
-                if matches!(st.mode, Mode::Stage(_)) {
-                    st.mode = Mode::Unknown;
+                drop(st.drive.clear());
+                if matches!(st.feeding.mode, Mode::Stage(_)) {
+                    st.feeding.mode = Mode::Unknown;
                 }
             }
             drop(self.take_source());
@@ -628,8 +607,9 @@ impl SyncDriver {
         if let Some(fed) = self.stage_fast(py, &mut st, item) {
             return fed;
         }
-        let out = self.feed_item(py, &mut st, item, position);
-        let stopped = matches!(st.mode.status(), Status::Stopped(_));
+        let StreamState { drive, feeding } = &mut *st;
+        let out = self.feed_item(py, feeding, &mut drive.life, item, position);
+        let stopped = matches!(st.feeding.mode.status(), Status::Stopped(_));
         self.publish(&st);
         Ok((out?, stopped))
     }
@@ -639,7 +619,8 @@ impl SyncDriver {
         let Some(mut st) = try_lock(py, &self.state) else {
             return Err(PyRuntimeError::new_err("filter called re-entrantly while in use"));
         };
-        let out = self.finish_mode(py, &mut st);
+        let StreamState { drive, feeding } = &mut *st;
+        let out = self.finish_mode(py, feeding, &mut drive.life);
         self.publish(&st);
         Ok(out?.pop().map(|o| o.into_bound(py)))
     }
@@ -651,6 +632,6 @@ impl SyncDriver {
         let Some(mut st) = try_lock(py, &self.state) else {
             return Err(PyRuntimeError::new_err("filter called re-entrantly while in use"));
         };
-        Ok(st.life.take_deferred())
+        Ok(st.drive.life.take_deferred())
     }
 }
