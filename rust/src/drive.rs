@@ -476,6 +476,8 @@ mod tests {
         assert!(matches!(driver.next(&mut host), Ok(None)));
         driver.close_quietly(&mut host);
         assert_eq!(*host.log.borrow(), strings(&["next it", "end"]));
+        // ... and the object given was let go of then, not kept until the stream goes.
+        assert_eq!(host.source, None);
     }
 
     #[test]
