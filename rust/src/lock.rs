@@ -121,9 +121,50 @@ impl<T> Drop for Guard<'_, T> {
     }
 }
 
+/// Takes every lock of `locks`, or none: a lock given twice shares its first guard, and
+/// `slots[i]` is set to the index of lock `i`'s guard. `Err(i)` when lock `i` is held elsewhere;
+/// every guard taken is dropped then.
+///
+/// # Safety
+///
+/// As for [`TryLock::try_acquire`].
+pub(crate) unsafe fn lock_all<'a, T>(
+    locks: &[&'a TryLock<T>],
+    slots: &mut [usize],
+) -> Result<Vec<Guard<'a, T>>, usize> {
+    let mut guards: Vec<Guard<'a, T>> = Vec::with_capacity(locks.len());
+    for (i, &lock) in locks.iter().enumerate() {
+        // SAFETY: the caller's.
+        if let Some(g) = unsafe { lock.try_acquire() } {
+            slots[i] = guards.len();
+            guards.push(g);
+        } else if let Some(earlier) = locks[..i].iter().position(|&l| std::ptr::eq(l, lock)) {
+            // Taken by this very call: the lock is given twice.
+            slots[i] = slots[earlier];
+        } else {
+            return Err(i);
+        }
+    }
+    Ok(guards)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::TryLock;
+    use super::{lock_all, TryLock};
+
+    #[test]
+    fn all_or_none() {
+        let (a, b) = (TryLock::new(0), TryLock::new(1));
+        let mut slots = [9; 3];
+        // SAFETY: single-threaded test.
+        let guards = unsafe { lock_all(&[&a, &b, &a], &mut slots) }.unwrap();
+        assert_eq!((guards.len(), slots), (2, [0, 1, 0]));
+        drop(guards);
+        let held = unsafe { b.try_acquire() }.unwrap();
+        assert_eq!(unsafe { lock_all(&[&a, &b], &mut slots) }.err(), Some(1));
+        assert!(unsafe { a.try_acquire() }.is_some(), "a failed call kept a lock");
+        drop(held);
+    }
 
     #[test]
     fn a_failed_attempt_leaves_the_holder_locked() {

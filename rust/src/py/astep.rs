@@ -14,10 +14,9 @@ use pyo3::prelude::*;
 use pyo3::PyTraverseError;
 
 use super::astream::{is_cancellation, report, start_close, AsyncDriver, PyAction};
-use super::awaits::{
-    anext, await_iter, is_awaitable, made, send, throw_into, thrown, yielded, Sent,
-};
-use super::slots::{optional_attr, sole_unfinalized};
+use super::awaits::{anext, await_iter, made, send, throw_into, thrown, yielded, Sent};
+use super::close::start_one;
+use super::slots::sole_unfinalized;
 use super::try_lock;
 use crate::lock::TryLock;
 use crate::pull::{self, CloseMode, Closer, Input, Misuse, Todo};
@@ -198,25 +197,6 @@ impl<'py> PullHost<'_, 'py> {
 
 /// A lifecycle action over borrowed objects.
 type Action<'py> = crate::Action<Bound<'py, PyAny>, PyErr>;
-
-/// Starts closing `object` (its `aclose()`, else `close()`, awaited when it returns an
-/// awaitable, as the SDKs' async streams' `close()` does): the iterator to await, or `None`
-/// when the close is done already (or the object has no close).
-fn start_one<'py>(object: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
-    let py = object.py();
-    let mut close =
-        optional_attr(object, pyo3::intern!(py, "aclose"))?.filter(PyAnyMethods::is_callable);
-    if close.is_none() {
-        close =
-            optional_attr(object, pyo3::intern!(py, "close"))?.filter(PyAnyMethods::is_callable);
-    }
-    let Some(close) = close else { return Ok(None) };
-    let result = close.call0()?;
-    if is_awaitable(&result)? {
-        return await_iter(result).map(Some);
-    }
-    Ok(None)
-}
 
 /// The awaitable returned by `AsyncDriver.__anext__` (one pull) and `aclose()`, with a
 /// coroutine's protocol (`__await__`, `send`, `throw`, `close`). Like a coroutine it does

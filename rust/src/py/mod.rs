@@ -4,9 +4,9 @@
 //! (`Stop` and `Regex`), `stopset` (compiled stop lists), `filters` (the push filters),
 //! `truncate` (one shot), `stage` (the one stage type of both drivers), `stream` and `fast`
 //! (the sync driver and `wrap`'s per-chunk path), `astream`, `astep` and `awaits` (the async
-//! driver, its awaitable, and `await`'s rules), `slots` (the raw-FFI island), `sse` and `sdk`
-//! (the adapters' native stages) and `tokens` (token ids in). This file holds the module and
-//! the per-object lock helpers.
+//! driver, its awaitable, and `await`'s rules), `close` (closing upstream objects), `slots`
+//! (the raw-FFI island), `sse` and `sdk` (the adapters' native stages) and `tokens` (token ids
+//! in). This file holds the module and the per-object lock helpers.
 //!
 //! Performance choices:
 //! * ASCII `str` chunks are read in place; other chunks are encoded onto the stack from the
@@ -26,6 +26,7 @@
 mod astep;
 mod astream;
 mod awaits;
+mod close;
 mod convert;
 mod errors;
 mod fast;

@@ -14,38 +14,34 @@ use super::{entry_error, one_id, plain_ints, token_error, Ids};
 use crate::lock::Guard;
 use crate::{AnyTokenStream, BatchEntry, Error, Fed};
 
-/// Takes every filter's lock, or none: a filter given twice shares one guard; a filter in use
-/// elsewhere is `RuntimeError` under the GIL (its holder cannot be waited for: it may be this
-/// very thread), and in a free-threaded build the batch lets go of everything and retries, so
-/// two batches over the same filters cannot deadlock.
+/// Takes every filter's lock, or none ([`crate::lock::lock_all`]): a filter in use elsewhere
+/// is `RuntimeError` under the GIL (its holder cannot be waited for: it may be this very
+/// thread), and in a free-threaded build the batch lets go of everything and retries, so two
+/// batches over the same filters cannot deadlock.
 pub(super) fn lock_all<'a>(
     py: Python<'_>,
     filters: &[&'a TokenStopFilter],
     entries: &mut [BatchEntry<'_>],
 ) -> PyResult<Vec<Guard<'a, AnyTokenStream>>> {
-    'retry: loop {
-        let mut guards: Vec<Guard<'a, AnyTokenStream>> = Vec::with_capacity(entries.len());
-        for (i, &filter) in filters.iter().enumerate() {
-            if let Some(g) = try_lock(py, &filter.state) {
-                entries[i].slot = guards.len();
-                guards.push(g);
-                continue;
+    let locks: Vec<_> = filters.iter().map(|f| &f.state).collect();
+    let mut slots = vec![0; locks.len()];
+    loop {
+        // SAFETY: the thread is attached (`py`), and the guards are dropped while it is.
+        #[allow(unsafe_code)]
+        match unsafe { crate::lock::lock_all(&locks, &mut slots) } {
+            Ok(guards) => {
+                for (entry, slot) in entries.iter_mut().zip(slots) {
+                    entry.slot = slot;
+                }
+                return Ok(guards);
             }
-            // Taken: by this batch (the filter is given twice), or elsewhere.
-            if let Some(earlier) = filters[..i].iter().position(|&f| std::ptr::eq(f, filter)) {
-                entries[i].slot = entries[earlier].slot;
-                continue;
-            }
-            drop(guards);
-            if cfg!(not(Py_GIL_DISABLED)) {
+            Err(i) if cfg!(not(Py_GIL_DISABLED)) => {
                 return Err(PyRuntimeError::new_err(format!(
                     "filters[{i}] is in use by another call"
                 )));
             }
-            py.detach(std::thread::yield_now);
-            continue 'retry;
+            Err(_) => py.detach(std::thread::yield_now),
         }
-        return Ok(guards);
     }
 }
 
