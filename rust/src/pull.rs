@@ -15,6 +15,7 @@
 //! indirect call.
 
 use std::collections::VecDeque;
+use std::ops::DerefMut;
 
 use crate::lifecycle::{Action, Close, Lifecycle};
 
@@ -103,10 +104,18 @@ pub enum Todo<O, E> {
 pub trait Host {
     /// The stream's driver.
     type Driver;
-    /// An object of the host's.
+    /// An object of the host's, as a pull drives it.
     type Obj;
+    /// An object as the stream's state holds it.
+    type Held;
     /// An error of the host's.
     type Err;
+    /// The pull's awaitable, as the stream's state keeps it.
+    type Spare;
+    /// The stream's state, locked.
+    type State<'a>: DerefMut<Target = Upstream<Self::Held, Self::Spare, Self::Err>>
+    where
+        Self: 'a;
 
     /// One `send` or `throw` into an awaitable's iterator, by the rules of `await`.
     fn send(
@@ -141,42 +150,49 @@ pub trait Host {
     fn claim(&self, driver: &Self::Driver) -> bool;
     /// Marks the pull over.
     fn release(&self, driver: &Self::Driver);
-    /// The start of a pull: the lifecycle's first action, or the iterator to pull from.
-    fn begin(&self, driver: &Self::Driver) -> Todo<Self::Obj, Self::Err>;
-    /// The awaitable's iterator of `iterator.__anext__()`.
+    /// Whether `aclose()` was called while the pull ran.
+    fn close_requested(&self, driver: &Self::Driver) -> bool;
+    /// The awaitable of `iterator.__anext__()`, as an iterator to drive.
     fn anext(&self, iterator: &Self::Obj) -> Result<Self::Obj, Self::Err>;
-    /// Feeds an item pulled at `position` to the stage: what the lifecycle does next.
-    fn item(
+    /// Feeds the item pulled at `position` to the stage: its output, and whether the stage is
+    /// now closing (a stop fired). Output beyond one item the host queues on the stream's
+    /// lifecycle itself ([`Lifecycle::owed`]), before it returns.
+    fn push(
         &self,
         driver: &Self::Driver,
-        item: Self::Obj,
+        item: &Self::Obj,
         position: usize,
-    ) -> Action<Self::Obj, Self::Err>;
-    /// The upstream raised `err`: what the lifecycle does next.
-    fn upstream_raised(
+    ) -> Result<(Option<Self::Held>, bool), Self::Err>;
+    /// The error a closing stage owes, to raise after the last output (the built-in filter's
+    /// decoding error of contract §9.9), taken.
+    fn owed(&self, driver: &Self::Driver) -> Result<Option<Self::Err>, Self::Err>;
+    /// What the stage still owes once the upstream is done, and an error to raise after it.
+    #[allow(clippy::type_complexity, reason = "the output, and the error owed after it")]
+    fn stage_end(
         &self,
         driver: &Self::Driver,
-        err: Self::Err,
-    ) -> Action<Self::Obj, Self::Err>;
-    /// The iterator to pull from next and the item's position, or `None` once it is gone.
-    fn pull_target(&self, driver: &Self::Driver) -> Result<Option<(Self::Obj, usize)>, Self::Err>;
-    /// The awaitable of the close the lifecycle asked for.
+    ) -> Result<(Vec<Self::Held>, Option<Self::Err>), Self::Err>;
+    /// Whether `err` is the upstream's end (`StopAsyncIteration`).
+    fn is_end(&self, err: &Self::Err) -> bool;
+    /// Makes `context` the context of `err`.
+    fn chain(&self, err: &Self::Err, context: Self::Err);
+    /// The awaitable iterator closing `objects`, or after a stop (`after_stop`) closing them
+    /// apart from the pull, so that a cancellation of the pull leaves the close to complete.
     fn start_close(
         &self,
         driver: &Self::Driver,
-        why: &Close<Self::Err>,
+        objects: VecDeque<Self::Held>,
+        after_stop: bool,
     ) -> Result<Self::Obj, Self::Err>;
-    /// A close the lifecycle asked for ended, failing with `failure` or not.
-    fn closed(
-        &self,
-        driver: &Self::Driver,
-        why: Close<Self::Err>,
-        failure: Option<Self::Err>,
-    ) -> Action<Self::Obj, Self::Err>;
-    /// Queues what the stage still owes once the upstream is done.
-    fn end_stage(&self, driver: &Self::Driver) -> Result<(), Self::Err>;
-    /// The lifecycle's next action.
-    fn next_action(&self, driver: &Self::Driver) -> Action<Self::Obj, Self::Err>;
+
+    /// The stream's state, locked (never across a call of the host's).
+    fn state<'a>(&'a self, driver: &'a Self::Driver) -> Result<Self::State<'a>, Self::Err>;
+    /// An object the stream's state held, as a pull drives it (and lets go of it).
+    fn bind(&self, object: Self::Held) -> Self::Obj;
+    /// A new reference to an object the stream's state holds.
+    fn copy(&self, object: &Self::Held) -> Self::Held;
+    /// The pull's awaitable, kept as the stream's spare when the pull delivers.
+    fn spare(&self) -> Self::Spare;
 }
 
 /// What the pulls of one async stream share, under its driver's lock: the upstream, the
@@ -399,7 +415,7 @@ impl<D, O, E> Closer<D, O, E> {
             // The lifecycle's rule for a failing close after a stop (deferred past the last
             // output). Its next action, the stage's end, is the pull's: the pull awaiting this
             // close carries it out, or did already when it was cancelled.
-            CloseMode::Defer(driver) => drop(host.closed(driver, Close::Stop, Some(err))),
+            CloseMode::Defer(driver) => drop(closed(host, driver, Close::Stop, Some(err))),
             CloseMode::Report(message) => host.report(message, err),
         }
         Ok(Sent::Return(host.none()))
@@ -505,7 +521,7 @@ pub fn resume<H: Host>(host: &H, step: StepOf<H>, input: Input<H::Obj, H::Err>) 
                 if !host.claim(&driver) {
                     return Resumed::at(Step::Done, Err(host.misuse(Misuse::Concurrent)));
                 }
-                let todo = host.begin(&driver);
+                let todo = begin(host, &driver);
                 (driver, todo)
             }
         },
@@ -517,8 +533,8 @@ pub fn resume<H: Host>(host: &H, step: StepOf<H>, input: Input<H::Obj, H::Err>) 
                         Ok(Sent::Yield(value)),
                     );
                 }
-                Ok(Sent::Return(item)) => host.item(&driver, item, position),
-                Err(err) => host.upstream_raised(&driver, err),
+                Ok(Sent::Return(item)) => feed(host, &driver, &item, position),
+                Err(err) => upstream_raised(host, &driver, err),
             };
             (driver, Todo::Do(action))
         }
@@ -527,7 +543,7 @@ pub fn resume<H: Host>(host: &H, step: StepOf<H>, input: Input<H::Obj, H::Err>) 
                 Ok(Sent::Yield(value)) => {
                     return Resumed::at(Step::Closing(driver, it, why), Ok(Sent::Yield(value)));
                 }
-                Ok(Sent::Return(_)) => host.closed(&driver, *why, None),
+                Ok(Sent::Return(_)) => closed(host, &driver, *why, None),
                 Err(err) => match close_failed(host, &driver, *why, err) {
                     Ok(action) => action,
                     Err(err) => {
@@ -558,8 +574,8 @@ fn advance<H: Host>(host: &H, driver: H::Driver, mut todo: Todo<H::Obj, H::Err>)
                         let step = Step::Pulling(driver, it, position);
                         return Resumed::at(step, Ok(Sent::Yield(value)));
                     }
-                    Ok((Sent::Return(item), _)) => host.item(&driver, item, position),
-                    Err(err) => host.upstream_raised(&driver, err),
+                    Ok((Sent::Return(item), _)) => feed(host, &driver, &item, position),
+                    Err(err) => upstream_raised(host, &driver, err),
                 }
             }
             Todo::Do(action) => action,
@@ -568,13 +584,13 @@ fn advance<H: Host>(host: &H, driver: H::Driver, mut todo: Todo<H::Obj, H::Err>)
             Action::Deliver(out) => return end(driver, Ok(Sent::Return(out))),
             Action::Raise(err) => return end(driver, Err(err)),
             Action::End => return end(driver, Err(host.end_of_stream())),
-            Action::Pull => match host.pull_target(&driver) {
+            Action::Pull => match pull_target(host, &driver) {
                 Ok(Some((iterator, position))) => Todo::Pull(iterator, position),
                 Ok(None) => return end(driver, Err(host.end_of_stream())),
                 Err(err) => return end(driver, Err(err)),
             },
             Action::Close(why) => {
-                let it = match host.start_close(&driver, &why) {
+                let it = match start_close(host, &driver, &why) {
                     Ok(it) => it,
                     Err(err) => return end(driver, Err(err)),
                 };
@@ -583,15 +599,15 @@ fn advance<H: Host>(host: &H, driver: H::Driver, mut todo: Todo<H::Obj, H::Err>)
                         let step = Step::Closing(driver, it, Box::new(why));
                         return Resumed::at(step, Ok(Sent::Yield(value)));
                     }
-                    Ok(Sent::Return(_)) => Todo::Do(host.closed(&driver, why, None)),
+                    Ok(Sent::Return(_)) => Todo::Do(closed(host, &driver, why, None)),
                     Err(err) => match close_failed(host, &driver, why, err) {
                         Ok(action) => Todo::Do(action),
                         Err(err) => return end(driver, Err(err)),
                     },
                 }
             }
-            Action::EndStage => match host.end_stage(&driver) {
-                Ok(()) => Todo::Do(host.next_action(&driver)),
+            Action::EndStage => match end_stage(host, &driver) {
+                Ok(()) => Todo::Do(with_life(host, &driver, Lifecycle::next_action)),
                 Err(err) => return end(driver, Err(err)),
             },
         };
@@ -609,13 +625,161 @@ fn close_failed<H: Host>(
 ) -> Result<Action<H::Obj, H::Err>, H::Err> {
     let err = host.made(err);
     if matches!(why, Close::Stop) && host.is_cancellation(&err) {
-        host.end_stage(driver)?;
+        end_stage(host, driver)?;
         return Err(err);
     }
     if !host.is_exception(&err) {
         return Err(err);
     }
-    Ok(host.closed(driver, why, Some(err)))
+    Ok(closed(host, driver, why, Some(err)))
+}
+
+/// `f` of the stream's lifecycle, under its lock; a delivering pull's awaitable is kept as the
+/// stream's spare.
+#[allow(
+    clippy::inline_always,
+    reason = "every item of a pull: out of line, about 50 instructions more an `awrap` chunk (callgrind)"
+)]
+#[inline(always)]
+fn with_life<H: Host>(
+    host: &H,
+    driver: &H::Driver,
+    f: impl FnOnce(&mut Lifecycle<H::Held, H::Err>) -> Action<H::Held, H::Err>,
+) -> Action<H::Obj, H::Err> {
+    let action = match host.state(driver) {
+        Ok(mut st) => {
+            let action = f(&mut st.life);
+            st.keep(action, || host.spare())
+        }
+        Err(err) => return Action::Raise(err),
+    };
+    action.map(|out| host.bind(out))
+}
+
+/// The start of a pull: the lifecycle's first action, or the iterator to pull from.
+#[allow(
+    clippy::inline_always,
+    reason = "every pull: left out of line with `Lifecycle::fed`, a chunk of `awrap` took 17 to 28 more instructions (callgrind)"
+)]
+#[inline(always)]
+fn begin<H: Host>(host: &H, driver: &H::Driver) -> Todo<H::Obj, H::Err> {
+    let todo = match host.state(driver) {
+        Ok(mut st) => st.begin(|it| host.copy(it), || host.spare()),
+        Err(err) => return Todo::Do(Action::Raise(err)),
+    };
+    match todo {
+        Todo::Do(action) => Todo::Do(action.map(|out| host.bind(out))),
+        Todo::Pull(iterator, position) => Todo::Pull(host.bind(iterator), position),
+    }
+}
+
+/// Feeds the item pulled at `position` to the stage: what the lifecycle does next. An item
+/// that arrives after `aclose()` was called is not delivered.
+#[allow(
+    clippy::inline_always,
+    reason = "every item of a pull: out of line, a call of about 10 instructions more (callgrind)"
+)]
+#[inline(always)]
+fn feed<H: Host>(
+    host: &H,
+    driver: &H::Driver,
+    item: &H::Obj,
+    position: usize,
+) -> Action<H::Obj, H::Err> {
+    if host.close_requested(driver) {
+        return with_life(host, driver, Lifecycle::closed_during_pull);
+    }
+    let (out, closing, owed) = match host.push(driver, item, position) {
+        Ok((out, false)) => (out, false, None),
+        Ok((out, true)) => match host.owed(driver) {
+            Ok(owed) => (out, true, owed),
+            Err(err) => return with_life(host, driver, |life| life.refused(err)),
+        },
+        Err(err) => return with_life(host, driver, |life| life.refused(err)),
+    };
+    // Written out, not through `with_life`: its closure was left out of line (about 40
+    // instructions an `awrap` chunk, callgrind).
+    let action = match host.state(driver) {
+        Ok(mut st) => {
+            if let Some(err) = owed {
+                st.life.defer(err, |e, c| host.chain(e, c));
+            }
+            let action = st.life.fed(out, closing);
+            st.keep(action, || host.spare())
+        }
+        Err(err) => return Action::Raise(err),
+    };
+    action.map(|out| host.bind(out))
+}
+
+/// The upstream's `__anext__` or its awaitable raised `err`: its end, or an error.
+fn upstream_raised<H: Host>(host: &H, driver: &H::Driver, err: H::Err) -> Action<H::Obj, H::Err> {
+    let err = host.made(err);
+    let close_requested = host.close_requested(driver);
+    if !host.is_end(&err) {
+        return with_life(host, driver, |life| life.raised(err, close_requested));
+    }
+    let (action, released) = match host.state(driver) {
+        // Ran out by itself: nothing to close.
+        Ok(mut st) => st.exhausted(close_requested),
+        Err(err) => return Action::Raise(err),
+    };
+    for object in released.into_iter().flatten() {
+        drop(host.bind(object));
+    }
+    action.map(|out| host.bind(out))
+}
+
+/// The iterator to pull from next and the item's position, or `None` once it is gone.
+fn pull_target<H: Host>(host: &H, driver: &H::Driver) -> Result<Option<(H::Obj, usize)>, H::Err> {
+    let target = host.state(driver)?.pull_target(|it| host.copy(it));
+    Ok(target.map(|(iterator, position)| (host.bind(iterator), position)))
+}
+
+/// The awaitable of the close the lifecycle asked for.
+fn start_close<H: Host>(
+    host: &H,
+    driver: &H::Driver,
+    why: &Close<H::Err>,
+) -> Result<H::Obj, H::Err> {
+    let objects = host.state(driver)?.take_upstream();
+    host.start_close(driver, objects, matches!(why, Close::Stop))
+}
+
+/// A close the lifecycle asked for ended, failing with `failure` or not. A failure that
+/// nobody can be told of goes to the event loop's exception handler.
+fn closed<H: Host>(
+    host: &H,
+    driver: &H::Driver,
+    why: Close<H::Err>,
+    failure: Option<H::Err>,
+) -> Action<H::Obj, H::Err> {
+    let message = match &why {
+        Close::Upstream(err) if host.is_cancellation(err) => {
+            "closing the upstream after a cancellation"
+        }
+        Close::Upstream(_) => "closing the upstream after its error",
+        _ => "closing the upstream after aclose() from another task",
+    };
+    let closed = match host.state(driver) {
+        Ok(mut st) => st.life.closed(why, failure, |e, c| host.chain(e, c)),
+        Err(err) => return Action::Raise(err),
+    };
+    if let Some(failure) = closed.report {
+        host.report(message, failure);
+    }
+    closed.action.map(|out| host.bind(out))
+}
+
+/// Queues what the stage still owes once the upstream is done.
+fn end_stage<H: Host>(host: &H, driver: &H::Driver) -> Result<(), H::Err> {
+    let (owed, err) = host.stage_end(driver)?;
+    let mut st = host.state(driver)?;
+    if let Some(err) = err {
+        st.life.defer(err, |e, c| host.chain(e, c));
+    }
+    st.life.owed(owed);
+    Ok(())
 }
 
 /// The end of a `close()` of the awaitable, which threw `GeneratorExit` in where it waited and
@@ -672,13 +836,27 @@ mod tests {
 
     /// A scripted host: objects and errors are strings; an awaitable answers each `send` with
     /// the next entry of its script (`"yield x"`, `"return x"`, `"raise x"`), and every call
-    /// is logged. An error that starts with `!` is no `Exception`; `cancel` is a cancellation.
-    #[derive(Default)]
+    /// is logged. An error that starts with `!` is no `Exception`; `cancel` is a cancellation,
+    /// `end` the upstream's end. The stage passes items through and closes on `stop`. The
+    /// stream's state is real, over the iterator `up`.
     struct Fake {
         scripts: RefCell<HashMap<String, VecDeque<&'static str>>>,
         log: RefCell<Vec<String>>,
         running: Cell<bool>,
-        pulls: Cell<usize>,
+        state: RefCell<Upstream<String, u32, String>>,
+    }
+
+    impl Default for Fake {
+        fn default() -> Self {
+            let mut state = Upstream::default();
+            state.start("up".to_owned(), None);
+            Fake {
+                scripts: RefCell::default(),
+                log: RefCell::default(),
+                running: Cell::default(),
+                state: RefCell::new(state),
+            }
+        }
     }
 
     type S = &'static str;
@@ -701,7 +879,10 @@ mod tests {
     impl Host for Fake {
         type Driver = ();
         type Obj = String;
+        type Held = String;
         type Err = String;
+        type Spare = u32;
+        type State<'a> = std::cell::RefMut<'a, Upstream<String, u32, String>>;
 
         fn send(&self, it: &String, input: Input<String, String>) -> Result<Sent<String>, String> {
             self.log(format!("send {it}"));
@@ -762,48 +943,56 @@ mod tests {
         fn release(&self, (): &()) {
             self.running.set(false);
         }
-        fn begin(&self, (): &()) -> Todo<String, String> {
-            Todo::Do(Action::Pull)
+        fn close_requested(&self, (): &()) -> bool {
+            false
         }
         fn anext(&self, iterator: &String) -> Result<String, String> {
             Ok(format!("{iterator}.anext"))
         }
-        fn item(&self, (): &(), item: String, position: usize) -> Action<String, String> {
+        fn push(&self, (): &(), item: &String, position: usize) -> Result<(Option<S2>, bool), S2> {
             self.log(format!("item {item} at {position}"));
-            if item == "stop" {
-                return Action::Close(Close::Stop);
-            }
-            Action::Deliver(item)
+            Ok((Some(item.clone()), item == "stop"))
         }
-        fn upstream_raised(&self, (): &(), err: String) -> Action<String, String> {
-            Action::Raise(err)
+        fn owed(&self, (): &()) -> Result<Option<S2>, S2> {
+            Ok(None)
         }
-        fn pull_target(&self, (): &()) -> Result<Option<(String, usize)>, String> {
-            let position = self.pulls.get();
-            self.pulls.set(position + 1);
-            Ok(Some(("up".to_owned(), position)))
+        fn stage_end(&self, (): &()) -> Result<(Vec<S2>, Option<S2>), S2> {
+            self.log("end stage".to_owned());
+            Ok((Vec::new(), None))
         }
-        fn start_close(&self, (): &(), why: &Close<String>) -> Result<String, String> {
-            self.log(format!("start close {why:?}"));
-            Ok("close".to_owned())
+        fn is_end(&self, err: &String) -> bool {
+            err == "end"
         }
-        fn closed(
+        fn chain(&self, err: &String, context: String) {
+            self.log(format!("chain {err} <- {context}"));
+        }
+        fn start_close(
             &self,
             (): &(),
-            why: Close<String>,
-            failure: Option<String>,
-        ) -> Action<String, String> {
-            self.log(format!("closed {why:?} {failure:?}"));
-            Action::End
+            objects: VecDeque<String>,
+            after_stop: bool,
+        ) -> Result<String, String> {
+            self.log(format!("start close {objects:?} {after_stop}"));
+            Ok("close".to_owned())
         }
-        fn end_stage(&self, (): &()) -> Result<(), String> {
-            self.log("end stage".to_owned());
-            Ok(())
+        fn state<'a>(
+            &'a self,
+            (): &'a (),
+        ) -> Result<std::cell::RefMut<'a, Upstream<S2, u32, S2>>, S2> {
+            Ok(self.state.borrow_mut())
         }
-        fn next_action(&self, (): &()) -> Action<String, String> {
-            Action::End
+        fn bind(&self, object: String) -> String {
+            object
+        }
+        fn copy(&self, object: &String) -> String {
+            object.clone()
+        }
+        fn spare(&self) -> u32 {
+            7
         }
     }
+
+    type S2 = String;
 
     type TestStep = Step<(), String, String>;
 
@@ -868,10 +1057,10 @@ mod tests {
     #[test]
     fn every_object_is_closed_and_the_first_failure_is_what_the_mode_says() {
         let objects = || ["a", "broken", "b", "sync"].map(str::to_owned).into_iter().collect();
-        for (mode, expected, told) in [
-            (CloseMode::Raise, "raise x", None),
-            (CloseMode::Defer(()), "return none", Some("closed Stop Some(\"x\")")),
-            (CloseMode::Report("closing"), "return none", Some("report closing: x")),
+        for (mode, expected, told, deferred) in [
+            (CloseMode::Raise, "raise x", None, None),
+            (CloseMode::Defer(()), "return none", None, Some("x")),
+            (CloseMode::Report("closing"), "return none", Some("report closing: x"), None),
         ] {
             let host = Fake::default()
                 .script("close of a", &["yield f", "raise x"])
@@ -884,9 +1073,8 @@ mod tests {
             assert_eq!(out, ["yield f", expected]);
             assert!(matches!(step, Step::Done));
             let log = host.taken_log();
-            let closes: Vec<_> = log.iter().filter(|l| !l.starts_with("closed")).collect();
             assert_eq!(
-                closes[..7],
+                log[..7],
                 [
                     "start close a",
                     "send close of a",
@@ -897,8 +1085,10 @@ mod tests {
                     "start close sync",
                 ]
             );
-            let reported = log.iter().find(|l| l.starts_with("closed") || l.starts_with("report"));
+            let reported = log.iter().find(|l| l.starts_with("report"));
             assert_eq!(reported.map(String::as_str), told);
+            // Deferred to the stream, raised after its last output.
+            assert_eq!(host.state.borrow().life.deferred().map(String::as_str), deferred);
         }
         // What is no `Exception` propagates in every mode.
         for mode in [CloseMode::Raise, CloseMode::Defer(()), CloseMode::Report("closing")] {
@@ -906,10 +1096,8 @@ mod tests {
             let closer = Closer::new(["a".to_owned()].into(), mode);
             let (out, _) = run(&host, Step::Closer(Box::new(closer)), vec![send("none")]);
             assert_eq!(out, ["raise !base"]);
-            assert!(!host
-                .taken_log()
-                .iter()
-                .any(|l| l.starts_with("closed") || l.starts_with("report")));
+            assert!(!host.taken_log().iter().any(|l| l.starts_with("report")));
+            assert_eq!(host.state.borrow().life.deferred(), None);
         }
     }
 

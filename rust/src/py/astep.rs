@@ -13,14 +13,13 @@ use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::PyTraverseError;
 
-use super::astream::{is_cancellation, report, start_close, AsyncDriver, PyAction};
+use super::astream::{is_cancellation, report, start_close, AsyncDriver, DriverState};
 use super::awaits::{anext, await_iter, made, send, throw_into, thrown, yielded, Sent};
 use super::close::start_one;
 use super::slots::sole_unfinalized;
 use super::try_lock;
-use crate::lock::TryLock;
-use crate::pull::{self, CloseMode, Closer, Input, Misuse, Todo};
-use crate::Close;
+use crate::lock::{Guard, TryLock};
+use crate::pull::{self, CloseMode, Closer, Input, Misuse};
 
 /// A pull's state, over the bindings' objects.
 pub(super) type Step = pull::Step<Py<AsyncDriver>, Py<PyAny>, PyErr>;
@@ -35,7 +34,13 @@ struct PullHost<'a, 'py> {
 impl<'py> pull::Host for PullHost<'_, 'py> {
     type Driver = Bound<'py, AsyncDriver>;
     type Obj = Bound<'py, PyAny>;
+    type Held = Py<PyAny>;
     type Err = PyErr;
+    type Spare = Py<AsyncPullStep>;
+    type State<'a>
+        = Guard<'a, DriverState>
+    where
+        Self: 'a;
 
     #[allow(
         clippy::inline_always,
@@ -124,11 +129,8 @@ impl<'py> pull::Host for PullHost<'_, 'py> {
     }
 
     #[inline]
-    fn begin(&self, driver: &Bound<'py, AsyncDriver>) -> Todo<Bound<'py, PyAny>, PyErr> {
-        match driver.get().begin(self.py, self.step) {
-            Todo::Do(action) => Todo::Do(action.map(|out| out.into_bound(self.py))),
-            Todo::Pull(iterator, position) => Todo::Pull(iterator.into_bound(self.py), position),
-        }
+    fn close_requested(&self, driver: &Bound<'py, AsyncDriver>) -> bool {
+        driver.get().close_requested()
     }
 
     #[inline]
@@ -141,62 +143,69 @@ impl<'py> pull::Host for PullHost<'_, 'py> {
         reason = "every item of a pull: out of line, a call of about 10 instructions more (callgrind)"
     )]
     #[inline(always)]
-    fn item(
+    fn push(
         &self,
         driver: &Bound<'py, AsyncDriver>,
-        item: Bound<'py, PyAny>,
+        item: &Bound<'py, PyAny>,
         position: usize,
-    ) -> Action<'py> {
-        self.bound(driver.get().item(self.py, &item, position, self.step))
+    ) -> PyResult<(Option<Py<PyAny>>, bool)> {
+        driver.get().push(self.py, item, position)
     }
 
-    fn upstream_raised(&self, driver: &Bound<'py, AsyncDriver>, err: PyErr) -> Action<'py> {
-        self.bound(driver.get().upstream_raised(self.py, err, self.step))
+    fn owed(&self, driver: &Bound<'py, AsyncDriver>) -> PyResult<Option<PyErr>> {
+        driver.get().owed(self.py)
     }
 
-    fn pull_target(
+    fn stage_end(
         &self,
         driver: &Bound<'py, AsyncDriver>,
-    ) -> PyResult<Option<(Bound<'py, PyAny>, usize)>> {
-        let target = driver.get().st(self.py)?.pull_target(|it| it.clone_ref(self.py));
-        Ok(target.map(|(iterator, position)| (iterator.into_bound(self.py), position)))
+    ) -> PyResult<(Vec<Py<PyAny>>, Option<PyErr>)> {
+        driver.get().stage_end(self.py)
+    }
+
+    fn is_end(&self, err: &PyErr) -> bool {
+        err.is_instance_of::<PyStopAsyncIteration>(self.py)
+    }
+
+    fn chain(&self, err: &PyErr, context: PyErr) {
+        err.set_context(self.py, Some(context));
     }
 
     fn start_close(
         &self,
         driver: &Bound<'py, AsyncDriver>,
-        why: &Close<PyErr>,
+        objects: VecDeque<Py<PyAny>>,
+        after_stop: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        start_close(driver, why)
+        start_close(driver, objects, after_stop)
     }
 
-    fn closed(
-        &self,
-        driver: &Bound<'py, AsyncDriver>,
-        why: Close<PyErr>,
-        failure: Option<PyErr>,
-    ) -> Action<'py> {
-        self.bound(driver.get().closed(self.py, why, failure))
+    #[allow(clippy::inline_always, reason = "two or three times a pull: a call each otherwise")]
+    #[inline(always)]
+    fn state<'a>(
+        &'a self,
+        driver: &'a Bound<'py, AsyncDriver>,
+    ) -> PyResult<Guard<'a, DriverState>> {
+        driver.get().st(self.py)
     }
 
-    fn end_stage(&self, driver: &Bound<'py, AsyncDriver>) -> PyResult<()> {
-        driver.get().end_stage(self.py)
-    }
-
-    fn next_action(&self, driver: &Bound<'py, AsyncDriver>) -> Action<'py> {
-        self.bound(driver.get().next_action(self.py, self.step))
-    }
-}
-
-impl<'py> PullHost<'_, 'py> {
+    /// Bound, so that dropping it releases it at once: this runs in the `am_send` slot too,
+    /// where an owned reference dropped would wait in PyO3's pool (see [`AsyncPullStep::resume`]).
     #[inline]
-    fn bound(&self, action: PyAction) -> Action<'py> {
-        action.map(|out| out.into_bound(self.py))
+    fn bind(&self, object: Py<PyAny>) -> Bound<'py, PyAny> {
+        object.into_bound(self.py)
+    }
+
+    #[inline]
+    fn copy(&self, object: &Py<PyAny>) -> Py<PyAny> {
+        object.clone_ref(self.py)
+    }
+
+    #[inline]
+    fn spare(&self) -> Py<AsyncPullStep> {
+        self.step.clone().unbind()
     }
 }
-
-/// A lifecycle action over borrowed objects.
-type Action<'py> = crate::Action<Bound<'py, PyAny>, PyErr>;
 
 /// The awaitable returned by `AsyncDriver.__anext__` (one pull) and `aclose()`, with a
 /// coroutine's protocol (`__await__`, `send`, `throw`, `close`). Like a coroutine it does

@@ -23,10 +23,11 @@
 //! propagates at once, the close still completes (deferring its failure to the stream itself),
 //! and what the stop decided stays queued for later pulls.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
-use pyo3::exceptions::{PyRuntimeError, PyStopAsyncIteration};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -34,16 +35,11 @@ use pyo3::types::{PyDict, PyTuple};
 use pyo3::PyTraverseError;
 
 use super::astep::AsyncPullStep;
-use super::awaits::{await_iter, made};
+use super::awaits::await_iter;
 use super::stage::{Out, Stage};
 use super::{lock, try_lock};
 use crate::lock::{Guard, TryLock};
-use crate::pull::{CloseMode, Todo, Upstream};
-use crate::{Action, Close, Lifecycle};
-
-type Life = Lifecycle<Py<PyAny>, PyErr>;
-/// A lifecycle action over the bindings' objects.
-pub(super) type PyAction = Action<Py<PyAny>, PyErr>;
+use crate::pull::{CloseMode, Upstream};
 
 /// The state of an async stream's pulls.
 pub(super) type DriverState = Upstream<Py<PyAny>, Py<AsyncPullStep>, PyErr>;
@@ -100,74 +96,19 @@ impl AsyncDriver {
         lock(py, &self.state)
     }
 
-    /// The lifecycle's next action, under the lock.
-    pub(super) fn next_action(&self, py: Python<'_>, step: &Bound<'_, AsyncPullStep>) -> PyAction {
-        self.with_life(py, step, Life::next_action)
+    /// Whether `aclose()` was called while a pull ran.
+    #[inline]
+    pub(super) fn close_requested(&self) -> bool {
+        self.close_requested.load(Ordering::Acquire)
     }
 
-    /// The start of a pull: the lifecycle's first action, or (`Pull`) the iterator to pull
-    /// from, decided under one lock.
+    /// The stage's output for the `position`-th item.
     #[allow(
         clippy::inline_always,
-        reason = "every pull: left out of line with `Lifecycle::fed`, a chunk of `awrap` took 17 to 28 more instructions (callgrind)"
+        reason = "every item of a pull: out of line, about 60 instructions more an `awrap` chunk (callgrind)"
     )]
     #[inline(always)]
-    pub(super) fn begin<'py>(
-        &self,
-        py: Python<'py>,
-        step: &Bound<'py, AsyncPullStep>,
-    ) -> Todo<Py<PyAny>, PyErr> {
-        match self.st(py) {
-            Ok(mut st) => st.begin(|it| it.clone_ref(py), || step.clone().unbind()),
-            Err(err) => Todo::Do(Action::Raise(err)),
-        }
-    }
-
-    /// Keeps an error to raise after the last output.
-    pub(super) fn defer(&self, py: Python<'_>, err: PyErr) -> PyResult<()> {
-        let mut st = self.st(py)?;
-        st.life.defer(err, |first, err| first.set_context(py, Some(err)));
-        Ok(())
-    }
-
-    /// Feeds one pulled item (the `position`-th) to the stage: what the lifecycle does next.
-    #[inline]
-    pub(super) fn item(
-        &self,
-        py: Python<'_>,
-        item: &Bound<'_, PyAny>,
-        position: usize,
-        step: &Bound<'_, AsyncPullStep>,
-    ) -> PyAction {
-        if self.close_requested.load(Ordering::Acquire) {
-            return self.with_life(py, step, Life::closed_during_pull);
-        }
-        match self.push(py, item, position) {
-            Ok((out, closing)) => self.with_life(py, step, |life| life.fed(out, closing)),
-            Err(err) => self.with_life(py, step, |life| life.refused(err)),
-        }
-    }
-
-    /// `f` of the lifecycle, under the lock (`step` kept as the spare when it delivers).
-    #[inline]
-    fn with_life(
-        &self,
-        py: Python<'_>,
-        step: &Bound<'_, AsyncPullStep>,
-        f: impl FnOnce(&mut Life) -> PyAction,
-    ) -> PyAction {
-        match self.st(py) {
-            Ok(mut st) => {
-                let action = f(&mut st.life);
-                st.keep(action, || step.clone().unbind())
-            }
-            Err(err) => Action::Raise(err),
-        }
-    }
-
-    /// The stage's output for one item, and whether it is closing.
-    #[inline]
-    fn push(
+    pub(super) fn push(
         &self,
         py: Python<'_>,
         item: &Bound<'_, PyAny>,
@@ -179,21 +120,10 @@ impl AsyncDriver {
         if let Stage::Filter(filter) = stage {
             // `awrap`'s per-chunk step: the built-in filter directly (no `Pushed` to build and
             // take apart: about 50 instructions a chunk, callgrind).
-            let filter = filter.bind(py).as_super().get();
-            let (out, stopped) = filter.stage_push(py, item, position)?;
-            if stopped {
-                if let Some(err) = filter.stage_owed(py)? {
-                    self.defer(py, err)?;
-                }
-            }
+            let (out, stopped) = filter.bind(py).as_super().get().stage_push(py, item, position)?;
             return Ok((out.map(Bound::unbind), stopped));
         }
         let pushed = stage.push(py, item, position)?;
-        if pushed.closing {
-            if let Some(err) = stage.owed(py)? {
-                self.defer(py, err)?;
-            }
-        }
         let out = match pushed.out {
             Out::None => None,
             Out::One(out) => Some(out.unbind()),
@@ -206,64 +136,14 @@ impl AsyncDriver {
         Ok((out, pushed.closing))
     }
 
-    /// The upstream's `__anext__` or its awaitable raised `err`.
-    pub(super) fn upstream_raised(
-        &self,
-        py: Python<'_>,
-        err: PyErr,
-        step: &Bound<'_, AsyncPullStep>,
-    ) -> PyAction {
-        let err = made(py, err);
-        let close_requested = self.close_requested.load(Ordering::Acquire);
-        if !err.is_instance_of::<PyStopAsyncIteration>(py) {
-            return self.with_life(py, step, |life| life.raised(err, close_requested));
-        }
-        let (action, released) = match self.st(py) {
-            // Ran out by itself: nothing to close.
-            Ok(mut st) => st.exhausted(close_requested),
-            Err(err) => (Action::Raise(err), [None, None]),
-        };
-        // Let go of as borrowed references: this runs in the `am_send` slot too (see
-        // `AsyncPullStep::resume`).
-        for object in released.into_iter().flatten() {
-            drop(object.into_bound(py));
-        }
-        action
+    /// The error the closing stage owes, taken.
+    pub(super) fn owed(&self, py: Python<'_>) -> PyResult<Option<PyErr>> {
+        self.stage.get().map_or(Ok(None), |stage| stage.owed(py))
     }
 
-    /// Queues what the stage still owes once the upstream is done.
-    pub(super) fn end_stage(&self, py: Python<'_>) -> PyResult<()> {
-        let Some(stage) = self.stage.get() else { return Ok(()) };
-        let (owed, err) = stage.end(py)?;
-        if let Some(err) = err {
-            self.defer(py, err)?;
-        }
-        self.st(py)?.life.owed(owed);
-        Ok(())
-    }
-
-    /// A close the lifecycle asked for ended, failing with `failure` or not.
-    pub(super) fn closed(
-        &self,
-        py: Python<'_>,
-        why: Close<PyErr>,
-        failure: Option<PyErr>,
-    ) -> PyAction {
-        let message = match &why {
-            Close::Upstream(err) if is_cancellation(py, err) => {
-                "closing the upstream after a cancellation"
-            }
-            Close::Upstream(_) => "closing the upstream after its error",
-            _ => "closing the upstream after aclose() from another task",
-        };
-        let closed = match self.st(py) {
-            Ok(mut st) => st.life.closed(why, failure, |e, c| e.set_context(py, Some(c))),
-            Err(err) => return Action::Raise(err),
-        };
-        if let Some(failure) = closed.report {
-            report(py, message, failure);
-        }
-        closed.action
+    /// What the stage still owes once the upstream is done, and an error to raise after it.
+    pub(super) fn stage_end(&self, py: Python<'_>) -> PyResult<(Vec<Py<PyAny>>, Option<PyErr>)> {
+        self.stage.get().map_or_else(|| Ok((Vec::new(), None)), |stage| stage.end(py))
     }
 }
 
@@ -272,15 +152,15 @@ pub(super) fn is_cancellation(py: Python<'_>, err: &PyErr) -> bool {
         .is_ok_and(|t| err.get_type(py).is_subclass(t).unwrap_or(false))
 }
 
-/// The awaitable iterator of the close the lifecycle asked for: the objects' closes, or after
-/// a stop those closes in a task of their own, through `asyncio.shield`.
+/// The awaitable iterator closing `objects`: their closes, or after a stop those closes in a
+/// task of their own, through `asyncio.shield`.
 pub(super) fn start_close<'py>(
     driver: &Bound<'py, AsyncDriver>,
-    why: &Close<PyErr>,
+    objects: VecDeque<Py<PyAny>>,
+    after_stop: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = driver.py();
-    let objects = driver.get().st(py)?.take_upstream();
-    if !matches!(why, Close::Stop) {
+    if !after_stop {
         return Ok(AsyncPullStep::closing(py, objects, CloseMode::Raise)?.into_any());
     }
     let closer = AsyncPullStep::closing(py, objects, CloseMode::Defer(driver.clone().unbind()))?;
