@@ -844,6 +844,11 @@ mod tests {
         log: RefCell<Vec<String>>,
         running: Cell<bool>,
         state: RefCell<Upstream<String, u32, String>>,
+        close_requested: Cell<bool>,
+        /// What a closing stage owes.
+        owed: RefCell<Option<String>>,
+        /// What the stage owes at its end, and the error after it.
+        end: RefCell<(Vec<String>, Option<String>)>,
     }
 
     impl Default for Fake {
@@ -855,6 +860,9 @@ mod tests {
                 log: RefCell::default(),
                 running: Cell::default(),
                 state: RefCell::new(state),
+                close_requested: Cell::default(),
+                owed: RefCell::default(),
+                end: RefCell::default(),
             }
         }
     }
@@ -944,7 +952,7 @@ mod tests {
             self.running.set(false);
         }
         fn close_requested(&self, (): &()) -> bool {
-            false
+            self.close_requested.get()
         }
         fn anext(&self, iterator: &String) -> Result<String, String> {
             Ok(format!("{iterator}.anext"))
@@ -954,11 +962,11 @@ mod tests {
             Ok((Some(item.clone()), item == "stop"))
         }
         fn owed(&self, (): &()) -> Result<Option<S2>, S2> {
-            Ok(None)
+            Ok(self.owed.borrow_mut().take())
         }
         fn stage_end(&self, (): &()) -> Result<(Vec<S2>, Option<S2>), S2> {
             self.log("end stage".to_owned());
-            Ok((Vec::new(), None))
+            Ok(std::mem::take(&mut *self.end.borrow_mut()))
         }
         fn is_end(&self, err: &String) -> bool {
             err == "end"
@@ -1030,6 +1038,49 @@ mod tests {
         assert!(matches!(step, Step::Done));
         assert!(!host.running.get());
         assert_eq!(host.taken_log()[3], "item a at 0");
+    }
+
+    #[test]
+    fn a_pull_s_lifecycle_steps() {
+        /// Pulls in turn (a new awaitable each, sent `None` once): what each gave.
+        fn pulls(host: &Fake, n: usize) -> Vec<String> {
+            (0..n).flat_map(|_| run(host, Step::Start(()), vec![send("none")]).0).collect()
+        }
+        // `aclose()` during the pull: the item is not delivered, the upstream is closed.
+        let host = Fake::default().script("up.anext", &["return a"]);
+        host.close_requested.set(true);
+        assert_eq!(pulls(&host, 1), ["raise end"]);
+        assert_eq!(host.taken_log(), ["send up.anext", "start close [\"up\"] false", "send close"]);
+        // A stop: the close runs apart from the pull; the closing stage's error is raised
+        // after the last output.
+        let host = Fake::default().script("up.anext", &["return stop"]);
+        *host.owed.borrow_mut() = Some("decode".to_owned());
+        assert_eq!(pulls(&host, 3), ["return stop", "raise decode", "raise end"]);
+        assert!(host.taken_log().contains(&"start close [\"up\"] true".to_owned()));
+        // The upstream ran out: nothing to close, the stage's end and its error delivered.
+        let host = Fake::default().script("up.anext", &["raise end"]);
+        *host.end.borrow_mut() = (vec!["tail".to_owned()], Some("late".to_owned()));
+        assert_eq!(pulls(&host, 3), ["return tail", "raise late", "raise end"]);
+        assert_eq!(host.taken_log(), ["send up.anext", "end stage"]);
+        assert!(host.state.borrow_mut().take_upstream().is_empty(), "let go of");
+        // A cancellation while pulling: the upstream closed, a failing close reported as such.
+        let host =
+            Fake::default().script("up.anext", &["raise cancel"]).script("close", &["raise x"]);
+        assert_eq!(pulls(&host, 1), ["raise cancel"]);
+        let log = host.taken_log();
+        assert_eq!(log.last().unwrap(), "report closing the upstream after a cancellation: x");
+        // An upstream error: the same, reported as what it is.
+        let host =
+            Fake::default().script("up.anext", &["raise boom"]).script("close", &["raise x"]);
+        assert_eq!(pulls(&host, 2), ["raise boom", "raise end"]);
+        assert_eq!(
+            host.taken_log().last().unwrap(),
+            "report closing the upstream after its error: x"
+        );
+        // A delivering pull's awaitable is kept to serve the next pull.
+        let host = Fake::default().script("up.anext", &["return a"]);
+        assert_eq!(pulls(&host, 1), ["return a"]);
+        assert_eq!(host.state.borrow_mut().take_spare(), Some(7));
     }
 
     #[test]
