@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from stopstream._core import Regex, Stop, StopStream
+from stopstream._core import Regex, Stop, _FilterStage
 from stopstream._lifecycle import AsyncPull
 from stopstream._wrap import stop_set
 
@@ -43,11 +43,10 @@ class AsyncStopStream(AsyncPull[_Chunk]):
             raise TypeError(f"chunks must be an async iterable, not {type(chunks).__name__}")
         if errors not in ("strict", "replace"):
             raise ValueError(f"errors must be 'strict' or 'replace', not {errors!r}")
-        # The stage is ``wrap``'s own filter: a native stream over an empty upstream (never
-        # pulled), which the native driver feeds item by item (no Python call per item), and
-        # whose errors and attributes are ``wrap``'s.
+        # The stage is the built-in filter, ``wrap``'s own, which the native driver feeds item
+        # by item (no Python call per item): its errors and attributes are ``wrap``'s.
         compiled = stop_set(stops, include_stop, skip, skip_until)
-        self._filter: StopStream[Any] = StopStream((), compiled, errors=errors)
+        self._filter = _FilterStage(compiled, errors=errors)
         super().__init__(chunks, self._filter)
 
     @property
@@ -76,7 +75,7 @@ class AsyncStopStream(AsyncPull[_Chunk]):
 
     @property
     def pending(self) -> _Chunk:
-        return self._filter.pending  # type: ignore[no-any-return]
+        return self._filter.pending  # type: ignore[return-value]
 
 
 @overload

@@ -600,8 +600,8 @@ class AsyncDriver:
         """An unstarted driver; the subclass's ``__init__`` calls ``_start``."""
     def _start(self, iterator: Any, source: Any, stage: Any) -> None:
         """Set the upstream iterator, the object given (``None`` when it is the iterator)
-        and the stage (a Python stage, or a ``StopStream`` over an empty upstream: the built-in
-        filter, fed natively). Once only.
+        and the stage (a Python stage, or a native one: ``_FilterStage``, ``_SSEStage``,
+        ``_SDKStage``). Once only.
 
         Raises:
             RuntimeError: the driver was started already.
@@ -661,6 +661,44 @@ class AsyncPullStep(Generic[_T]):
         Raises:
             RuntimeError: the pull went on instead of ending.
         """
+
+@final
+class _FilterStage:
+    """``awrap``'s stage: the built-in filter (``wrap``'s own), fed natively by the async
+    driver; the first item decides between text and bytes. Its attributes are what
+    ``awrap``'s stream reports."""
+
+    def __new__(
+        cls, stops: _Stops = None, include_stop: bool = False, errors: str = "strict"
+    ) -> Self:
+        """The filter of ``stops`` (see ``StopStream``).
+
+        Raises:
+            TypeError: ``stops`` has the wrong type.
+            ValueError: a stop is empty, ``errors`` is unknown, or ``include_stop`` differs
+                from the set's.
+        """
+    @property
+    def stops(self) -> tuple[_Item, ...]:
+        """The stops as given, in order."""
+    @property
+    def include_stop(self) -> bool:
+        """Whether the stop is kept in the output."""
+    @property
+    def stopped(self) -> bool:
+        """Whether a stop fired."""
+    @property
+    def stop_sequence(self) -> str | None:
+        """The text the stop that fired matched (a literal stop itself), else ``None``."""
+    @property
+    def stop_index(self) -> int | None:
+        """The position in ``stops`` of the stop that fired, else ``None``."""
+    @property
+    def stop_reason(self) -> _StopReason | None:
+        """``"stop_sequence"`` after a stop, ``"end"`` at the upstream's end, else ``None``."""
+    @property
+    def pending(self) -> str | bytes:
+        """The text (or bytes) held back."""
 
 @final
 class _SDKStage:

@@ -120,7 +120,7 @@ impl AsyncDriver {
         if let Stage::Filter(filter) = stage {
             // `awrap`'s per-chunk step: the built-in filter directly (no `Pushed` to build and
             // take apart: about 50 instructions a chunk, callgrind).
-            let (out, stopped) = filter.bind(py).as_super().get().stage_push(py, item, position)?;
+            let (out, stopped) = filter.get().push(py, item, position)?;
             return Ok((out.map(Bound::unbind), stopped));
         }
         let pushed = stage.push(py, item, position)?;

@@ -1,5 +1,6 @@
-//! The per-chunk path of `wrap` (`StopStream.__next__` over the built-in filter): pull, scan,
-//! and hand back the chunk itself or the part released, with the least bookkeeping.
+//! The per-chunk path of `wrap` (`StopStream.__next__` over the built-in filter) and of
+//! `awrap`'s filter stage: pull (`wrap`), scan, and hand back the chunk itself or the part
+//! released, with the least bookkeeping.
 
 use std::borrow::Cow;
 use std::sync::atomic::Ordering;
@@ -7,9 +8,10 @@ use std::sync::atomic::Ordering;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
+use super::builtin::Slot;
 use super::convert::{bytes_out, chunk_utf8, joined_str};
 use super::errors::map_error;
-use super::stream::{Life, Mode, StreamState, SyncDriver};
+use super::stream::{Mode, StreamState, SyncDriver};
 use crate::{Action, Status};
 
 impl SyncDriver {
@@ -42,15 +44,20 @@ impl SyncDriver {
     /// The fast path over the built-in filter and exact `str` (or, over bytes, `bytes`) chunks.
     fn fast<'py>(&self, py: Python<'py>, st: &mut StreamState) -> Fast<'py> {
         loop {
-            let (Mode::Filter(_), Some(upstream)) = (&st.feeding.mode, st.drive.iterator()) else {
+            let (Mode::BuiltIn(Some(_)), Some(upstream)) = (&st.feeding.mode, st.drive.iterator())
+            else {
                 return Fast::Then(Action::Pull);
             };
             let item = match self.fast_pull(py, upstream) {
                 Ok(item) => item,
                 Err(pulled) => return Fast::Pulled(pulled),
             };
+            let Mode::BuiltIn(slot) = &mut st.feeding.mode else {
+                return Fast::Pulled(Pulled(Some(Ok(item))));
+            };
             let life = &mut st.drive.life;
-            let closing = match feed_exact(py, &mut st.feeding.mode, life, &item) {
+            let defer = |e| life.defer(e, |e, c| e.set_context(py, Some(c)));
+            let closing = match feed_exact(py, slot, &item, defer) {
                 None | Some(Fed::Refused) => return Fast::Pulled(Pulled(Some(Ok(item)))),
                 Some(Fed::Whole) => {
                     st.drive.take_position();
@@ -86,34 +93,8 @@ impl SyncDriver {
     }
 }
 
-impl SyncDriver {
-    /// `awrap`'s step over the built-in filter (a `StopStream` over an empty upstream, never
-    /// pulled: the async driver's stage), for an exact `str` (or, over bytes, `bytes`) chunk:
-    /// `wrap`'s fast path without the pull. A chunk that passes through whole is handed back
-    /// as is, and leaves the report as it was (open, nothing held), so nothing is published.
-    /// `None` for any other item (or before the first), which the general step takes. With the
-    /// output, whether a stop fired. Through the general step an item takes about 250 more
-    /// instructions (callgrind).
-    #[inline]
-    pub(super) fn stage_fast<'py>(
-        &self,
-        py: Python<'py>,
-        st: &mut StreamState,
-        item: &Bound<'py, PyAny>,
-    ) -> Option<PyResult<(Option<Bound<'py, PyAny>>, bool)>> {
-        let (out, status) = match feed_exact(py, &mut st.feeding.mode, &mut st.drive.life, item)? {
-            Fed::Whole => return Some(Ok((Some(item.clone()), false))),
-            // The general step feeds it again, and raises.
-            Fed::Refused => return None,
-            Fed::Out(out, status) => (out, status),
-        };
-        self.publish(st);
-        Some(out.map(|out| (out, matches!(status, Status::Stopped(_)))))
-    }
-}
-
 /// What [`feed_exact`] did with a chunk.
-enum Fed<'py> {
+pub(super) enum Fed<'py> {
     /// It passes through whole, and the filter is as it was (open, nothing held).
     Whole,
     /// The filter refused it, and is as it was.
@@ -123,20 +104,20 @@ enum Fed<'py> {
 }
 
 /// One exact `str` (or, over bytes, `bytes`) chunk through the built-in filter, the step of
-/// `wrap`'s fast path and of `awrap`'s stage; `None` for any other item or stream, which the
-/// general path takes. A decoding error owed after a stop is deferred to the lifecycle.
+/// `wrap`'s fast path and of `awrap`'s stage; `None` for any other item, or before the first,
+/// which the general path takes. A decoding error owed after a stop goes to `defer`.
 #[allow(
     clippy::inline_always,
     reason = "a call per chunk otherwise: 70 instructions of `awrap`'s 2,376 for a chunk that may start a stop (callgrind)"
 )]
 #[inline(always)]
-fn feed_exact<'py>(
+pub(super) fn feed_exact<'py>(
     py: Python<'py>,
-    mode: &mut Mode,
-    life: &mut Life,
+    slot: &mut Slot,
     item: &Bound<'py, PyAny>,
+    defer: impl FnOnce(PyErr),
 ) -> Option<Fed<'py>> {
-    let Mode::Filter(f) = mode else { return None };
+    let f = slot.as_mut()?;
     let mut stack = None;
     let bytes_stream = f.is_bytes();
     let bytes = if bytes_stream {
@@ -159,7 +140,7 @@ fn feed_exact<'py>(
         joined_str(py, fed.head, fed.bytes).map(|s| Some(s.into_any()))
     };
     if let Some(e) = f.take_owed() {
-        life.defer(map_error(py, &e), |e, c| e.set_context(py, Some(c)));
+        defer(map_error(py, &e));
     }
     Some(Fed::Out(out, f.status()))
 }

@@ -2,8 +2,8 @@
 //!
 //! One file per concern: `convert` (chunks in and out), `errors` (exception mapping), `items`
 //! (`Stop` and `Regex`), `stopset` (compiled stop lists), `filters` (the push filters),
-//! `truncate` (one shot), `stage` (the one stage type of both drivers), `stream` and `fast`
-//! (the sync driver and `wrap`'s per-chunk path), `astream`, `astep` and `awaits` (the async
+//! `truncate` (one shot), `stage` (the one stage type of both drivers), `builtin` (the
+//! built-in filter as a stage), `stream` and `fast` (the sync driver and the per-chunk path), `astream`, `astep` and `awaits` (the async
 //! driver, its awaitable, and `await`'s rules), `close` (closing upstream objects), `slots`
 //! (the raw-FFI island), `sse` and `sdk` (the adapters' native stages) and `tokens` (token ids
 //! in). This file holds the module and the per-object lock helpers.
@@ -26,6 +26,7 @@
 mod astep;
 mod astream;
 mod awaits;
+mod builtin;
 mod close;
 mod convert;
 mod errors;
@@ -92,6 +93,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<astep::AsyncPullStep>()?;
     slots::install(m.py())?;
     m.add_class::<stopset::Compiled>()?;
+    m.add_class::<builtin::FilterStage>()?;
     m.add_class::<sse::SSEStage>()?;
     m.add_class::<sdk::SdkStage>()?;
     m.add_function(wrap_pyfunction!(truncate::truncate, m)?)?;

@@ -7,15 +7,15 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 use pyo3::PyTraverseError;
 
+use super::builtin::FilterStage;
 use super::sdk::SdkStage;
 use super::sse::SSEStage;
-use super::stream::StopStream;
 
 /// A driver's stage.
 pub(super) enum Stage {
-    /// The built-in filter of `awrap` (a `StopStream` over an empty upstream, never pulled).
-    /// The sync driver holds `wrap`'s filter inline instead, for its per-chunk path.
-    Filter(Py<StopStream>),
+    /// The built-in filter of `awrap`. The sync driver holds `wrap`'s filter inline instead,
+    /// for its per-chunk path.
+    Filter(Py<FilterStage>),
     /// The native SSE stage of `stopstream.sse`.
     Sse(Py<SSEStage>),
     /// The native stage of the SDK adapters (`openai.wrap_chat`, `anthropic.wrap_messages`).
@@ -43,7 +43,7 @@ pub(super) struct Pushed<'py> {
 impl Stage {
     /// The stage for `object`: a native one by its type, else a Python stage.
     pub(super) fn of(object: &Bound<'_, PyAny>) -> Stage {
-        if let Ok(filter) = object.cast::<StopStream>() {
+        if let Ok(filter) = object.cast::<FilterStage>() {
             return Stage::Filter(filter.clone().unbind());
         }
         if let Ok(sse) = object.cast::<SSEStage>() {
@@ -75,8 +75,7 @@ impl Stage {
     ) -> PyResult<Pushed<'py>> {
         match self {
             Stage::Filter(filter) => {
-                let filter = filter.bind(py).as_super().get();
-                let (out, closing) = filter.stage_push(py, item, position)?;
+                let (out, closing) = filter.get().push(py, item, position)?;
                 Ok(Pushed { out: out.map_or(Out::None, Out::One), closing })
             }
             Stage::Sse(sse) => {
@@ -111,7 +110,7 @@ impl Stage {
     /// decoding error of contract §9.9), taken.
     pub(super) fn owed(&self, py: Python<'_>) -> PyResult<Option<PyErr>> {
         match self {
-            Stage::Filter(filter) => filter.bind(py).as_super().get().stage_owed(py),
+            Stage::Filter(filter) => filter.get().owed(py),
             Stage::Sse(_) | Stage::Sdk(_) | Stage::Python(_) => Ok(None),
         }
     }
@@ -120,9 +119,9 @@ impl Stage {
     pub(super) fn end(&self, py: Python<'_>) -> PyResult<(Vec<Py<PyAny>>, Option<PyErr>)> {
         match self {
             Stage::Filter(filter) => {
-                let filter = filter.bind(py).as_super().get();
-                let out = filter.stage_end(py)?.map(Bound::unbind).into_iter().collect();
-                Ok((out, filter.stage_owed(py)?))
+                let filter = filter.get();
+                let out = filter.end(py)?.map(Bound::unbind).into_iter().collect();
+                Ok((out, filter.owed(py)?))
             }
             Stage::Sse(sse) => {
                 let out = sse.get().finish(py)?;

@@ -6,26 +6,24 @@ use std::sync::Mutex;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyIterator, PyString, PyTuple};
+use pyo3::types::{PyDict, PyIterator, PyTuple};
 use pyo3::PyTraverseError;
 
+use super::builtin::{BuiltIn, Slot};
 use super::close::{close_object, shut_down_connection};
-use super::convert::{bytes_out, chunk_bytes, chunk_utf8, make_str, str_out};
-use super::errors::{map_error, parse_errors, type_name};
+use super::errors::type_name;
 use super::fast::pull;
 use super::stage::{Out, Stage};
-use super::stopset::{resolve, stop_text, IncludeStop, SkipArgs, Stops};
+use super::stopset::IncludeStop;
 use super::try_lock;
 use crate::drive::{self, Driver};
 use crate::lock::TryLock;
-use crate::{Filter, Lifecycle, Published, Status};
+use crate::{Filter, Lifecycle, Status};
 
 #[allow(clippy::large_enum_variant, reason = "one per stream, made once and never moved")]
 pub(super) enum Mode {
-    /// No item seen yet: the first one decides between text and bytes.
-    Unknown,
-    /// The built-in filter (`wrap`).
-    Filter(Filter),
+    /// The built-in filter (`wrap`), once the first item decided between text and bytes.
+    BuiltIn(Slot),
     /// The provider adapters' stage: the native SSE stage or a Python one. Several output
     /// items of one push are queued here.
     Stage(Stage),
@@ -34,8 +32,16 @@ pub(super) enum Mode {
 impl Mode {
     fn status(&self) -> Status {
         match self {
-            Mode::Unknown | Mode::Stage(_) => Status::Open,
-            Mode::Filter(f) => f.status(),
+            Mode::BuiltIn(Some(f)) => f.status(),
+            Mode::BuiltIn(None) | Mode::Stage(_) => Status::Open,
+        }
+    }
+
+    /// The built-in filter, once it exists.
+    pub(super) fn filter(&self) -> Option<&Filter> {
+        match self {
+            Mode::BuiltIn(slot) => slot.as_ref(),
+            Mode::Stage(_) => None,
         }
     }
 }
@@ -138,17 +144,13 @@ impl drive::Host for Calls<'_, '_> {
 /// checks both over every entry point.
 #[pyclass(frozen, subclass, module = "stopstream._core")]
 pub(super) struct SyncDriver {
-    stops: Stops,
-    include_stop: bool,
-    replace: bool,
+    /// The built-in filter's options (unused by a stage), and the attributes' report.
+    built: BuiltIn,
     state: TryLock<StreamState>,
     /// The object given, when it is not its own iterator (an SDK stream): closed too. Outside
     /// the state lock, so that `close()` reaches it during a pull; taken only for a reference
     /// count, never across a call.
     source: Mutex<Option<Py<PyAny>>>,
-    /// What the attributes report, published after every `__next__`, so reading them never
-    /// waits for (or re-enters) a pull in progress.
-    published: Published,
     /// `close()` was called; a `__next__` running then ends the stream on its way out.
     pub(super) close_requested: AtomicBool,
 }
@@ -197,10 +199,7 @@ impl SyncDriver {
     #[allow(clippy::inline_always, reason = "after every fed chunk: a call otherwise (callgrind)")]
     #[inline(always)]
     pub(super) fn publish(&self, st: &StreamState) {
-        self.published.publish(match &st.feeding.mode {
-            Mode::Filter(f) => Some(f),
-            _ => None,
-        });
+        self.built.publish(st.feeding.mode.filter());
     }
 
     /// Feeds one upstream item; `Ok(None)` when it produced no output.
@@ -212,76 +211,23 @@ impl SyncDriver {
         item: &Bound<'py, PyAny>,
         position: usize,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let f = match &mut feeding.mode {
-            Mode::Stage(stage) => {
-                let pushed = stage.push(py, item, position)?;
-                feeding.closing = pushed.closing;
-                return Ok(match pushed.out {
-                    Out::None => None,
-                    Out::One(out) => Some(out),
-                    Out::Many(list) => {
-                        life.owed(list.iter().map(Bound::unbind));
-                        None
-                    }
-                });
-            }
-            Mode::Filter(f) => f,
-            Mode::Unknown => {
-                let bytes = if item.is_instance_of::<PyString>() {
-                    false
-                } else if chunk_bytes(item)?.is_some() {
-                    true
-                } else {
-                    return Err(PyTypeError::new_err(format!(
-                        "item at position {position} must be str or bytes-like, not {}",
-                        type_name(item)
-                    )));
-                };
-                let f = Filter::new(&self.stops.core, bytes, self.include_stop, self.replace);
-                feeding.mode = Mode::Filter(f);
-                return self.feed_item(py, feeding, life, item, position);
+        let stage = match &mut feeding.mode {
+            Mode::Stage(stage) => stage,
+            Mode::BuiltIn(slot) => {
+                let defer = |e| life.defer(e, |e, c| e.set_context(py, Some(c)));
+                return self.built.feed(py, slot, item, position, defer);
             }
         };
-        let out = if f.is_bytes() {
-            let Some(bytes) = chunk_bytes(item)? else {
-                return Err(PyTypeError::new_err(format!(
-                    "item at position {position} is {}, but the stream started with bytes",
-                    type_name(item)
-                )));
-            };
-            let out = f
-                .feed(&bytes)
-                .map(|out| (!out.is_empty()).then(|| bytes_out(py, item, out).into_any()));
-            out.map_err(|e| map_error(py, &e))?
-        } else {
-            let Ok(text) = item.cast::<PyString>() else {
-                return Err(PyTypeError::new_err(format!(
-                    "item at position {position} is {}, but the stream started with str",
-                    type_name(item)
-                )));
-            };
-            let mut stack = None;
-            let bytes = chunk_utf8(text, &mut stack)?;
-            let out = match f.feed(&bytes) {
-                Ok(out) => out,
-                Err(e) => return Err(map_error(py, &e)),
-            };
-            if out.is_empty() {
+        let pushed = stage.push(py, item, position)?;
+        feeding.closing = pushed.closing;
+        Ok(match pushed.out {
+            Out::None => None,
+            Out::One(out) => Some(out),
+            Out::Many(list) => {
+                life.owed(list.iter().map(Bound::unbind));
                 None
-            } else {
-                // The stream's lock is held across the whole pull: nothing waits on it but a
-                // re-entrant call, which raises.
-                let made = match str_out(py, text, out) {
-                    Ok(made) => made,
-                    Err(surrogates) => make_str(py, &surrogates),
-                };
-                Some(made?.into_any())
             }
-        };
-        if let Some(e) = f.take_owed() {
-            life.defer(map_error(py, &e), |e, c| e.set_context(py, Some(c)));
-        }
-        Ok(out)
+        })
     }
 
     /// The upstream is done: what the filter still holds, or the stage still owes.
@@ -291,34 +237,20 @@ impl SyncDriver {
         feeding: &mut Feeding,
         life: &mut Life,
     ) -> PyResult<Vec<Py<PyAny>>> {
-        let f = match &mut feeding.mode {
+        let chain = |e: &PyErr, c| e.set_context(py, Some(c));
+        match &mut feeding.mode {
             Mode::Stage(stage) => {
                 let (owed, err) = stage.end(py)?;
                 if let Some(err) = err {
-                    life.defer(err, |e, c| e.set_context(py, Some(c)));
+                    life.defer(err, chain);
                 }
-                return Ok(owed);
+                Ok(owed)
             }
-            Mode::Filter(f) => f,
-            Mode::Unknown => {
-                // An empty upstream ends like any other stream.
-                let mut f = Filter::new(&self.stops.core, false, self.include_stop, false);
-                let _ = f.finish();
-                feeding.mode = Mode::Filter(f);
-                return Ok(Vec::new());
+            Mode::BuiltIn(slot) => {
+                let out = self.built.finish(py, slot, |e| life.defer(e, chain))?;
+                Ok(out.map(Bound::unbind).into_iter().collect())
             }
-        };
-        let bytes = f.is_bytes();
-        let out = match f.finish() {
-            Ok([]) => None,
-            Ok(held) if bytes => Some(PyBytes::new(py, held).into_any().unbind()),
-            Ok(held) => Some(make_str(py, held)?.into_any().unbind()),
-            Err(e) => return Err(map_error(py, &e)),
-        };
-        if let Some(e) = f.take_owed() {
-            life.defer(map_error(py, &e), |e, c| e.set_context(py, Some(c)));
         }
-        Ok(out.into_iter().collect())
     }
 }
 
@@ -332,8 +264,7 @@ impl SyncDriver {
         errors: &str,
         stage: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let replace = parse_errors(errors)?;
-        let (stops, include_stop) = resolve(py, stops, include_stop, SkipArgs::default())?;
+        let built = BuiltIn::new(py, stops, include_stop, errors)?;
         let upstream = PyIterator::from_object(chunks).map_err(|_| {
             let what = if stage.is_some() { "stream" } else { "chunks" };
             PyTypeError::new_err(format!("{what} must be iterable, not {}", type_name(chunks)))
@@ -342,18 +273,15 @@ impl SyncDriver {
         let source = (!upstream.is(chunks)).then(|| chunks.clone().unbind());
         let mode = match stage {
             Some(stage) => Mode::Stage(Stage::of(stage)),
-            None => Mode::Unknown,
+            None => Mode::BuiltIn(None),
         };
         Ok(SyncDriver {
-            stops,
-            include_stop,
-            replace,
+            built,
             state: TryLock::new(StreamState {
                 drive: Driver::new(upstream.into_any().unbind()),
                 feeding: Feeding { mode, closing: false },
             }),
             source: Mutex::new(source),
-            published: Published::new(),
             close_requested: AtomicBool::new(false),
         })
     }
@@ -447,7 +375,7 @@ impl SyncDriver {
             if let Some(mut st) = try_lock(py, &self.state) {
                 drop(st.drive.clear());
                 if matches!(st.feeding.mode, Mode::Stage(_)) {
-                    st.feeding.mode = Mode::Unknown;
+                    st.feeding.mode = Mode::BuiltIn(None);
                 }
             }
             drop(self.take_source());
@@ -493,90 +421,36 @@ impl StopStream {
 
     #[getter]
     fn stops(slf: &Bound<'_, Self>) -> Py<PyTuple> {
-        base(slf).stops.tuple.clone_ref(slf.py())
+        base(slf).built.stops.tuple.clone_ref(slf.py())
     }
 
     #[getter]
     fn include_stop(slf: &Bound<'_, Self>) -> bool {
-        base(slf).include_stop
+        base(slf).built.include_stop
     }
 
     #[getter]
     fn stopped(slf: &Bound<'_, Self>) -> bool {
-        matches!(base(slf).published.report().status, Status::Stopped(_))
+        base(slf).built.stopped()
     }
 
     #[getter]
     fn stop_sequence(slf: &Bound<'_, Self>) -> PyResult<Option<Py<PyAny>>> {
-        let this = base(slf);
-        let (report, matched) = this.published.matched();
-        stop_text(slf.py(), &this.stops, report.status, matched.as_deref())
+        base(slf).built.stop_sequence(slf.py())
     }
 
     #[getter]
     fn stop_index(slf: &Bound<'_, Self>) -> Option<usize> {
-        base(slf).published.report().status.index()
+        base(slf).built.stop_index()
     }
 
     #[getter]
     fn stop_reason(slf: &Bound<'_, Self>) -> Option<&'static str> {
-        base(slf).published.report().status.reason()
+        base(slf).built.stop_reason()
     }
 
     #[getter]
     fn pending<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        let (this, py) = (base(slf), slf.py());
-        let (report, held) = this.published.pending(this.stops.set(), this.include_stop);
-        if report.bytes {
-            return Ok(PyBytes::new(py, &held).into_any());
-        }
-        Ok(make_str(py, &held)?.into_any())
-    }
-}
-
-/// The built-in filter as a lifecycle stage, for the async driver (`astream.rs`): a `StopStream`
-/// made over an empty upstream is fed item by item, so both drivers share one filter, its
-/// errors and its attributes.
-impl SyncDriver {
-    /// Feeds one item: its output (`None` when empty) and whether a stop fired.
-    #[inline]
-    pub(super) fn stage_push<'py>(
-        &self,
-        py: Python<'py>,
-        item: &Bound<'py, PyAny>,
-        position: usize,
-    ) -> PyResult<(Option<Bound<'py, PyAny>>, bool)> {
-        let Some(mut st) = try_lock(py, &self.state) else {
-            return Err(PyRuntimeError::new_err("filter called re-entrantly while in use"));
-        };
-        if let Some(fed) = self.stage_fast(py, &mut st, item) {
-            return fed;
-        }
-        let StreamState { drive, feeding } = &mut *st;
-        let out = self.feed_item(py, feeding, &mut drive.life, item, position);
-        let stopped = matches!(st.feeding.mode.status(), Status::Stopped(_));
-        self.publish(&st);
-        Ok((out?, stopped))
-    }
-
-    /// The upstream is done: what the filter still holds (`None` when nothing).
-    pub(super) fn stage_end<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let Some(mut st) = try_lock(py, &self.state) else {
-            return Err(PyRuntimeError::new_err("filter called re-entrantly while in use"));
-        };
-        let StreamState { drive, feeding } = &mut *st;
-        let out = self.finish_mode(py, feeding, &mut drive.life);
-        self.publish(&st);
-        Ok(out?.pop().map(|o| o.into_bound(py)))
-    }
-
-    /// The decoding error owed after the stop that [`StopStream::stage_push`] or
-    /// [`StopStream::stage_end`] reported (contract §9.9), taken: the driver raises it after
-    /// the last output.
-    pub(super) fn stage_owed(&self, py: Python<'_>) -> PyResult<Option<PyErr>> {
-        let Some(mut st) = try_lock(py, &self.state) else {
-            return Err(PyRuntimeError::new_err("filter called re-entrantly while in use"));
-        };
-        Ok(st.drive.life.take_deferred())
+        base(slf).built.pending(slf.py())
     }
 }

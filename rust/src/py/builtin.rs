@@ -1,0 +1,280 @@
+//! The built-in filter as a stream's stage: `wrap`'s, which the sync driver holds in its own
+//! state, and `awrap`'s (`_FilterStage`), which the async driver feeds. The first item decides
+//! between text and bytes; what a stream's attributes report is published after each change.
+
+use pyo3::exceptions::{PyRuntimeError, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyString, PyTuple};
+
+use super::convert::{bytes_out, chunk_bytes, chunk_utf8, make_str, str_out};
+use super::errors::{map_error, parse_errors, type_name};
+use super::fast::{feed_exact, Fed};
+use super::stopset::{resolve, stop_text, IncludeStop, SkipArgs, Stops};
+use super::try_lock;
+use crate::lock::TryLock;
+use crate::{Filter, Published, Status};
+
+/// The built-in filter's state: `None` until the first item decides between text and bytes.
+pub(super) type Slot = Option<Filter>;
+
+/// The built-in filter's options, and what its stream's attributes report.
+pub(super) struct BuiltIn {
+    pub(super) stops: Stops,
+    pub(super) include_stop: bool,
+    replace: bool,
+    /// Published after every change, so reading an attribute never waits for (or re-enters)
+    /// a pull in progress.
+    published: Published,
+}
+
+impl BuiltIn {
+    pub(super) fn new(
+        py: Python<'_>,
+        stops: Option<&Bound<'_, PyAny>>,
+        include_stop: IncludeStop,
+        errors: &str,
+    ) -> PyResult<Self> {
+        let replace = parse_errors(errors)?;
+        let (stops, include_stop) = resolve(py, stops, include_stop, SkipArgs::default())?;
+        Ok(BuiltIn { stops, include_stop, replace, published: Published::new() })
+    }
+
+    /// Feeds the `position`-th item: its output (`None` when empty). A decoding error owed
+    /// after a stop (contract §9.9) goes to `defer`.
+    pub(super) fn feed<'py>(
+        &self,
+        py: Python<'py>,
+        slot: &mut Slot,
+        item: &Bound<'py, PyAny>,
+        position: usize,
+        defer: impl FnOnce(PyErr),
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let f = if let Some(f) = slot {
+            f
+        } else {
+            let bytes = if item.is_instance_of::<PyString>() {
+                false
+            } else if chunk_bytes(item)?.is_some() {
+                true
+            } else {
+                return Err(PyTypeError::new_err(format!(
+                    "item at position {position} must be str or bytes-like, not {}",
+                    type_name(item)
+                )));
+            };
+            slot.insert(Filter::new(&self.stops.core, bytes, self.include_stop, self.replace))
+        };
+        let out = if f.is_bytes() {
+            let Some(bytes) = chunk_bytes(item)? else {
+                return Err(PyTypeError::new_err(format!(
+                    "item at position {position} is {}, but the stream started with bytes",
+                    type_name(item)
+                )));
+            };
+            let out = f
+                .feed(&bytes)
+                .map(|out| (!out.is_empty()).then(|| bytes_out(py, item, out).into_any()));
+            out.map_err(|e| map_error(py, &e))?
+        } else {
+            let Ok(text) = item.cast::<PyString>() else {
+                return Err(PyTypeError::new_err(format!(
+                    "item at position {position} is {}, but the stream started with str",
+                    type_name(item)
+                )));
+            };
+            let mut stack = None;
+            let bytes = chunk_utf8(text, &mut stack)?;
+            let out = f.feed(&bytes).map_err(|e| map_error(py, &e))?;
+            if out.is_empty() {
+                None
+            } else {
+                let made = match str_out(py, text, out) {
+                    Ok(made) => made,
+                    Err(surrogates) => make_str(py, &surrogates),
+                };
+                Some(made?.into_any())
+            }
+        };
+        if let Some(e) = f.take_owed() {
+            defer(map_error(py, &e));
+        }
+        Ok(out)
+    }
+
+    /// The upstream is done: what the filter still holds (`None` when nothing).
+    pub(super) fn finish<'py>(
+        &self,
+        py: Python<'py>,
+        slot: &mut Slot,
+        defer: impl FnOnce(PyErr),
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        // An empty upstream ends like any other stream.
+        let f = slot
+            .get_or_insert_with(|| Filter::new(&self.stops.core, false, self.include_stop, false));
+        let bytes = f.is_bytes();
+        let out = match f.finish() {
+            Ok([]) => None,
+            Ok(held) if bytes => Some(PyBytes::new(py, held).into_any()),
+            Ok(held) => Some(make_str(py, held)?.into_any()),
+            Err(e) => return Err(map_error(py, &e)),
+        };
+        if let Some(e) = f.take_owed() {
+            defer(map_error(py, &e));
+        }
+        Ok(out)
+    }
+
+    /// Publishes the attributes after a change of state.
+    #[allow(clippy::inline_always, reason = "after every fed chunk: a call otherwise (callgrind)")]
+    #[inline(always)]
+    pub(super) fn publish(&self, slot: Option<&Filter>) {
+        self.published.publish(slot);
+    }
+
+    pub(super) fn stopped(&self) -> bool {
+        matches!(self.published.report().status, Status::Stopped(_))
+    }
+
+    pub(super) fn stop_sequence(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        let (report, matched) = self.published.matched();
+        stop_text(py, &self.stops, report.status, matched.as_deref())
+    }
+
+    pub(super) fn stop_index(&self) -> Option<usize> {
+        self.published.report().status.index()
+    }
+
+    pub(super) fn stop_reason(&self) -> Option<&'static str> {
+        self.published.report().status.reason()
+    }
+
+    pub(super) fn pending<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let (report, held) = self.published.pending(self.stops.set(), self.include_stop);
+        if report.bytes {
+            return Ok(PyBytes::new(py, &held).into_any());
+        }
+        Ok(make_str(py, &held)?.into_any())
+    }
+}
+
+/// The state of `awrap`'s filter: the filter, and the decoding error owed after its stop.
+type StageState = (Slot, Option<PyErr>);
+
+/// Keeps `err` to raise after the last output, as the lifecycle does: when one is kept
+/// already, that one is raised, with `err` as its context.
+fn defer(py: Python<'_>, owed: &mut Option<PyErr>, err: PyErr) {
+    match owed {
+        Some(first) => first.set_context(py, Some(err)),
+        None => *owed = Some(err),
+    }
+}
+
+/// `awrap`'s stage: the built-in filter, fed by the async driver item by item (no Python call
+/// per item), with what `awrap`'s stream reports.
+#[pyclass(frozen, module = "stopstream._core", name = "_FilterStage")]
+pub(super) struct FilterStage {
+    built: BuiltIn,
+    state: TryLock<StageState>,
+}
+
+impl FilterStage {
+    fn state(&self, py: Python<'_>) -> PyResult<crate::lock::Guard<'_, StageState>> {
+        try_lock(py, &self.state)
+            .ok_or_else(|| PyRuntimeError::new_err("filter called re-entrantly while in use"))
+    }
+
+    /// Feeds one item: its output (`None` when empty) and whether a stop fired.
+    ///
+    /// An exact `str` (or, over bytes, `bytes`) chunk takes `wrap`'s per-chunk step; a chunk
+    /// that passes through whole is handed back as is, and leaves the report as it was (open,
+    /// nothing held), so nothing is published. Through the general step an item takes about
+    /// 250 more instructions (callgrind).
+    #[inline]
+    pub(super) fn push<'py>(
+        &self,
+        py: Python<'py>,
+        item: &Bound<'py, PyAny>,
+        position: usize,
+    ) -> PyResult<(Option<Bound<'py, PyAny>>, bool)> {
+        let mut st = self.state(py)?;
+        let (slot, owed) = &mut *st;
+        let out = match feed_exact(py, slot, item, |err| defer(py, owed, err)) {
+            Some(Fed::Whole) => return Ok((Some(item.clone()), false)),
+            Some(Fed::Out(out, _)) => out,
+            // The general step feeds it again, and raises.
+            None | Some(Fed::Refused) => {
+                self.built.feed(py, slot, item, position, |err| defer(py, owed, err))
+            }
+        };
+        let slot = st.0.as_ref();
+        let stopped = slot.is_some_and(|f| matches!(f.status(), Status::Stopped(_)));
+        self.built.publish(slot);
+        Ok((out?, stopped))
+    }
+
+    /// The decoding error owed after the stop that [`FilterStage::push`] or
+    /// [`FilterStage::end`] reported (contract §9.9), taken: the driver raises it after the
+    /// last output.
+    pub(super) fn owed(&self, py: Python<'_>) -> PyResult<Option<PyErr>> {
+        Ok(self.state(py)?.1.take())
+    }
+
+    /// The upstream is done: what the filter still holds (`None` when nothing).
+    pub(super) fn end<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let mut st = self.state(py)?;
+        let (slot, owed) = &mut *st;
+        let out = self.built.finish(py, slot, |err| defer(py, owed, err));
+        self.built.publish(st.0.as_ref());
+        out
+    }
+}
+
+#[pymethods]
+impl FilterStage {
+    #[new]
+    #[pyo3(signature = (stops = None, include_stop = IncludeStop::default(), errors = "strict"))]
+    fn new(
+        py: Python<'_>,
+        stops: Option<&Bound<'_, PyAny>>,
+        include_stop: IncludeStop,
+        errors: &str,
+    ) -> PyResult<Self> {
+        let built = BuiltIn::new(py, stops, include_stop, errors)?;
+        Ok(FilterStage { built, state: TryLock::new((None, None)) })
+    }
+
+    #[getter]
+    fn stops(&self, py: Python<'_>) -> Py<PyTuple> {
+        self.built.stops.tuple.clone_ref(py)
+    }
+
+    #[getter]
+    fn include_stop(&self) -> bool {
+        self.built.include_stop
+    }
+
+    #[getter]
+    fn stopped(&self) -> bool {
+        self.built.stopped()
+    }
+
+    #[getter]
+    fn stop_sequence(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        self.built.stop_sequence(py)
+    }
+
+    #[getter]
+    fn stop_index(&self) -> Option<usize> {
+        self.built.stop_index()
+    }
+
+    #[getter]
+    fn stop_reason(&self) -> Option<&'static str> {
+        self.built.stop_reason()
+    }
+
+    #[getter]
+    fn pending<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.built.pending(py)
+    }
+}
