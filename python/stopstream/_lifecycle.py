@@ -47,7 +47,7 @@ from stopstream._core import AsyncDriver
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-    from stopstream._core import StopStream
+    from stopstream._core import _FilterStage
 
 _Out = TypeVar("_Out")
 
@@ -72,7 +72,7 @@ class AsyncPull(AsyncDriver, Generic[_Out]):
 
     __slots__ = ()
 
-    def __init__(self, source: AsyncIterable[Any], stage: Stage | StopStream[Any]) -> None:
+    def __init__(self, source: AsyncIterable[Any], stage: Stage | _FilterStage) -> None:
         if not isinstance(source, AsyncIterable):
             raise TypeError(f"expected an async iterable, not {type(source).__name__}")
         iterator = source.__aiter__()

@@ -233,6 +233,7 @@ impl FilterStage {
 impl FilterStage {
     #[new]
     #[pyo3(signature = (stops = None, include_stop = IncludeStop::default(), errors = "strict"))]
+    #[pyo3(text_signature = "(stops=None, include_stop=False, errors='strict')")]
     fn new(
         py: Python<'_>,
         stops: Option<&Bound<'_, PyAny>>,

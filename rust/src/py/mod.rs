@@ -78,7 +78,8 @@ fn lock<'a, T>(py: Python<'_>, m: &'a TryLock<T>) -> PyResult<Guard<'a, T>> {
 }
 
 /// Names of the module that are the package's own machinery, not its API.
-const PRIVATE: [&str; 5] = ["AsyncDriver", "AsyncPullStep", "SyncDriver", "_SDKStage", "_SSEStage"];
+const PRIVATE: [&str; 6] =
+    ["AsyncDriver", "AsyncPullStep", "SyncDriver", "_FilterStage", "_SDKStage", "_SSEStage"];
 
 /// The compiled part of `stopstream`.
 #[pymodule]
