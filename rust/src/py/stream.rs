@@ -313,9 +313,13 @@ impl SyncDriver {
                 "stream is already being iterated (concurrent or re-entrant call)",
             ));
         };
-        let result = self.next_fast(py, &mut st).map(|out| out.map(Bound::unbind));
-        // Closed from elsewhere while the item was fed: the stream ends.
-        let result = self.with(py, &mut st, |d, host| d.settle(host, result));
+        let mut result = self.next_fast(py, &mut st);
+        if self.close_requested.load(Ordering::Acquire) {
+            // Closed from elsewhere while the item was fed: the stream ends.
+            let fed = result.map(|out| out.map(Bound::unbind));
+            let settled = self.with(py, &mut st, |d, host| d.settle(host, fed));
+            result = settled.map(|out| out.map(|o| o.into_bound(py)));
+        }
         self.publish(&st);
         drop(st);
         if self.close_requested.load(Ordering::Acquire) {
@@ -323,7 +327,7 @@ impl SyncDriver {
             // request (possible only in a free-threaded build): carry it out now.
             self.finalize(py);
         }
-        result.map(|out| out.map(|o| o.into_bound(py)))
+        result
     }
 
     /// Ends the stream and closes the upstream (once; later calls do nothing).
