@@ -18,10 +18,10 @@ impl SyncDriver {
     /// The per-chunk path of `wrap` over exact `str` or `bytes` chunks, the one a token stream
     /// takes for nearly every chunk: pull, scan, and hand back the chunk itself (or the released
     /// part). Anything else (a close request, a chunk of another kind or one the filter refuses,
-    /// the upstream's end or error) goes to `pull_step` with what was pulled; a stop or a bad
-    /// chunk goes to the lifecycle. Without the general path's bookkeeping, `wrap` over `str`
-    /// costs 2.0–2.2× a bare generator per chunk with 4 stops (31 ns on the token corpus,
-    /// `benches/compare.py`).
+    /// the upstream's end or error) goes to the core driver's `pulled` with what was pulled; a
+    /// stop or a bad chunk goes to the lifecycle. Without the general path's bookkeeping, `wrap`
+    /// over `str` costs 2.0–2.2× a bare generator per chunk with 4 stops (31 ns on the token
+    /// corpus, `benches/compare.py`).
     pub(super) fn next_fast<'py>(
         &self,
         py: Python<'py>,
@@ -78,8 +78,8 @@ impl SyncDriver {
         }
     }
 
-    /// The next item for the fast path; `Err` carries what goes to `pull_step` instead: the
-    /// upstream's end or error, or an item that arrived with a close request.
+    /// The next item for the fast path; `Err` carries what goes to the core driver's `pulled`
+    /// instead: the upstream's end or error, or an item that arrived with a close request.
     #[inline]
     fn fast_pull<'py>(
         &self,

@@ -140,7 +140,8 @@ impl drive::Host for Calls<'_, '_> {
 /// attributes are read from a snapshot published after every `__next__`, so they never wait and
 /// can be read from anywhere, upstream code included.
 ///
-/// The async driver (`stopstream._lifecycle.AsyncPull`) follows the same rules; one test matrix
+/// The rules are carried out by the core's [`Driver`]; the async driver
+/// (`stopstream._lifecycle.AsyncPull`) follows the same [`Lifecycle`], and one test matrix
 /// checks both over every entry point.
 #[pyclass(frozen, subclass, module = "stopstream._core")]
 pub(super) struct SyncDriver {
