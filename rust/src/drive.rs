@@ -89,10 +89,11 @@ impl<O, E> Driver<O, E> {
         self.position - 1
     }
 
-    /// Lets go of everything, for the collector: what the caller drops.
-    pub fn clear(&mut self) -> Option<O> {
+    /// Lets go of everything, for the collector: the iterator first (handed to `release`),
+    /// then what the lifecycle holds.
+    pub fn clear(&mut self, release: impl FnOnce(Option<O>)) {
+        release(self.iterator.take());
         self.life.clear();
-        self.iterator.take()
     }
 }
 
@@ -488,7 +489,9 @@ mod tests {
         let action = driver.pulled(&mut host, Some(Some(Ok("x".to_owned()))));
         assert!(matches!(action, Action::Deliver(ref s) if s == "x"));
         assert_eq!(*host.log.borrow(), strings(&["feed x@1"]));
-        assert_eq!(driver.clear(), Some("it".to_owned()));
+        let mut released = None;
+        driver.clear(|it| released = it);
+        assert_eq!(released, Some("it".to_owned()));
         assert!(matches!(driver.pulled(&mut host, None), Action::End));
     }
 }

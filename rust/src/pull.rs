@@ -5,10 +5,10 @@
 //! (it hands on what the awaitable it drives yielded to the event loop), delivers or raises.
 //! Where the sync driver calls the upstream or a `close()`, a pull awaits: it drives the
 //! upstream's awaitable, or each object's close in turn, from step to step. The rules of the
-//! stream itself are the [`Lifecycle`]'s, which the host consults.
+//! stream itself are the [`Lifecycle`]'s, which a pull consults under the stream's lock.
 //!
 //! What the machine cannot do itself (send into an awaitable, start a close, feed the stage,
-//! tell the lifecycle) it asks of a [`Host`]. The bindings implement it over Python objects and
+//! lock the stream's state) it asks of a [`Host`]. The bindings implement it over Python objects and
 //! the tests below over a scripted fake, so that the rules of a pull (a coroutine's protocol,
 //! the order of the closes, the first failure kept) are plain Rust checked without Python. The
 //! host is generic, not a trait object: a pull of `awrap` is one monomorphized loop with no
@@ -185,7 +185,8 @@ pub trait Host {
         after_stop: bool,
     ) -> Result<Self::Obj, Self::Err>;
 
-    /// The stream's state, locked (never across a call of the host's).
+    /// The stream's state, locked. No call of the host's that can run the host's own code (a
+    /// send, a push, a close) is made while it is held.
     fn state<'a>(&'a self, driver: &'a Self::Driver) -> Result<Self::State<'a>, Self::Err>;
     /// An object the stream's state held, as a pull drives it (and lets go of it).
     fn bind(&self, object: Self::Held) -> Self::Obj;
@@ -693,7 +694,11 @@ fn feed<H: Host>(
         Ok((out, false)) => (out, false, None),
         Ok((out, true)) => match host.owed(driver) {
             Ok(owed) => (out, true, owed),
-            Err(err) => return with_life(host, driver, |life| life.refused(err)),
+            Err(err) => {
+                // Let go of as the pull drives objects (see `Host::bind`).
+                drop(out.map(|o| host.bind(o)));
+                return with_life(host, driver, |life| life.refused(err));
+            }
         },
         Err(err) => return with_life(host, driver, |life| life.refused(err)),
     };

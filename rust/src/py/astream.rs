@@ -1,8 +1,8 @@
 //! The native async driver of the stream lifecycle (contract §9): `AsyncDriver`, the base of
 //! `stopstream._lifecycle.AsyncPull`; its awaitable, `AsyncPullStep`, is in `astep.rs`.
 //!
-//! The rules are the core's [`Lifecycle`], which the sync driver (`stream.rs`) follows too: a
-//! pull carries out its actions, awaiting where the sync driver calls. A Python `async def
+//! The rules are the core's [`Lifecycle`], which the sync driver (`drive.rs`) follows too: a
+//! pull (`pull.rs`) carries out its actions, awaiting where the sync driver calls. A Python `async def
 //! __anext__` would cost a coroutine object and a frame per item on top of the upstream's own
 //! (`awrap` ran at 2.2–2.9× an async generator passing the chunks through); here `__anext__` is
 //! a plain native method returning a small native awaitable that drives the upstream's

@@ -158,7 +158,8 @@ enum Fast<'py> {
     Pulled(Pulled<'py>),
 }
 
-/// The next item of the upstream (an iterator), without the reference count round trip of `Bound::next`.
+/// The next item of the upstream (an iterator), without the reference count round trip of
+/// `Bound::next`.
 #[allow(clippy::inline_always, reason = "a call per chunk on the fast path otherwise")]
 #[inline(always)]
 pub(super) fn pull<'py>(

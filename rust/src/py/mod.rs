@@ -3,10 +3,11 @@
 //! One file per concern: `convert` (chunks in and out), `errors` (exception mapping), `items`
 //! (`Stop` and `Regex`), `stopset` (compiled stop lists), `filters` (the push filters),
 //! `truncate` (one shot), `stage` (the one stage type of both drivers), `builtin` (the
-//! built-in filter as a stage), `stream` and `fast` (the sync driver and the per-chunk path), `astream`, `astep` and `awaits` (the async
-//! driver, its awaitable, and `await`'s rules), `close` (closing upstream objects), `slots`
-//! (the raw-FFI island), `sse` and `sdk` (the adapters' native stages) and `tokens` (token ids
-//! in). This file holds the module and the per-object lock helpers.
+//! built-in filter as a stage), `stream` and `fast` (the sync driver and the per-chunk path),
+//! `astream`, `astep` and `awaits` (the async driver, its awaitable, and `await`'s rules),
+//! `close` (closing upstream objects), `slots` (the raw-FFI island), `sse` and `sdk` (the
+//! adapters' native stages) and `tokens` (token ids in). This file holds the module and the
+//! per-object lock helpers.
 //!
 //! Performance choices:
 //! * ASCII `str` chunks are read in place; other chunks are encoded onto the stack from the

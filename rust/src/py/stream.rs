@@ -22,7 +22,8 @@ use crate::{Filter, Lifecycle, Status};
 
 #[allow(clippy::large_enum_variant, reason = "one per stream, made once and never moved")]
 pub(super) enum Mode {
-    /// The built-in filter (`wrap`), once the first item decided between text and bytes.
+    /// The built-in filter (`wrap`): `None` until the first item decides between text and
+    /// bytes (and after the collector cleared a stage).
     BuiltIn(Slot),
     /// The provider adapters' stage: the native SSE stage or a Python one. Several output
     /// items of one push are queued here.
@@ -378,7 +379,7 @@ impl SyncDriver {
         // anything in it is cleared); dropping the references is all that is left.
         Python::attach(|py| {
             if let Some(mut st) = try_lock(py, &self.state) {
-                drop(st.drive.clear());
+                st.drive.clear(drop);
                 if matches!(st.feeding.mode, Mode::Stage(_)) {
                     st.feeding.mode = Mode::BuiltIn(None);
                 }
