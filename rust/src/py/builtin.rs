@@ -198,7 +198,8 @@ impl FilterStage {
     ) -> PyResult<(Option<Bound<'py, PyAny>>, bool)> {
         let mut st = self.state(py)?;
         let (slot, owed) = &mut *st;
-        let out = match feed_exact(py, slot, item, |err| defer(py, owed, err)) {
+        let fed = slot.as_mut().and_then(|f| feed_exact(py, f, item, |err| defer(py, owed, err)));
+        let out = match fed {
             Some(Fed::Whole) => return Ok((Some(item.clone()), false)),
             Some(Fed::Out(out, _)) => out,
             // The general step feeds it again, and raises.

@@ -8,11 +8,10 @@ use std::sync::atomic::Ordering;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
-use super::builtin::Slot;
 use super::convert::{bytes_out, chunk_utf8, joined_str};
 use super::errors::map_error;
 use super::stream::{Mode, StreamState, SyncDriver};
-use crate::{Action, Status};
+use crate::{Action, Filter, Status};
 
 impl SyncDriver {
     /// The per-chunk path of `wrap` over exact `str` or `bytes` chunks, the one a token stream
@@ -44,7 +43,8 @@ impl SyncDriver {
     /// The fast path over the built-in filter and exact `str` (or, over bytes, `bytes`) chunks.
     fn fast<'py>(&self, py: Python<'py>, st: &mut StreamState) -> Fast<'py> {
         loop {
-            let (Mode::BuiltIn(Some(_)), Some(upstream)) = (&st.feeding.mode, st.drive.iterator())
+            let (Mode::BuiltIn(Some(f)), Some(upstream)) =
+                (&mut st.feeding.mode, st.drive.iterator())
             else {
                 return Fast::Then(Action::Pull);
             };
@@ -52,12 +52,9 @@ impl SyncDriver {
                 Ok(item) => item,
                 Err(pulled) => return Fast::Pulled(pulled),
             };
-            let Mode::BuiltIn(slot) = &mut st.feeding.mode else {
-                return Fast::Pulled(Pulled(Some(Ok(item))));
-            };
             let life = &mut st.drive.life;
             let defer = |e| life.defer(e, |e, c| e.set_context(py, Some(c)));
-            let closing = match feed_exact(py, slot, &item, defer) {
+            let closing = match feed_exact(py, f, &item, defer) {
                 None | Some(Fed::Refused) => return Fast::Pulled(Pulled(Some(Ok(item)))),
                 Some(Fed::Whole) => {
                     st.drive.take_position();
@@ -113,11 +110,10 @@ pub(super) enum Fed<'py> {
 #[inline(always)]
 pub(super) fn feed_exact<'py>(
     py: Python<'py>,
-    slot: &mut Slot,
+    f: &mut Filter,
     item: &Bound<'py, PyAny>,
     defer: impl FnOnce(PyErr),
 ) -> Option<Fed<'py>> {
-    let f = slot.as_mut()?;
     let mut stack = None;
     let bytes_stream = f.is_bytes();
     let bytes = if bytes_stream {
