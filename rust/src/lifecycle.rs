@@ -68,6 +68,16 @@ impl<T, E> Action<T, E> {
     }
 }
 
+/// Keeps `err` in `slot`, to raise after the last output: when one is kept already, that one
+/// is raised, with `err` as its context. [`Lifecycle::defer`]'s rule, for a stage that keeps the
+/// error it owes until its driver takes it.
+pub fn defer_into<E>(slot: &mut Option<E>, err: E, set_context: impl FnOnce(&E, E)) {
+    match slot {
+        Some(first) => set_context(first, err),
+        None => *slot = Some(err),
+    }
+}
+
 /// What a finished close leaves to its driver.
 #[derive(Debug)]
 pub struct Closed<T, E> {
@@ -234,10 +244,7 @@ impl<T, E> Lifecycle<T, E> {
     /// decoding error that ended the text and so fired a stop, contract §9.9). When one is
     /// kept already, that one is raised, with `err` as its context.
     pub fn defer(&mut self, err: E, set_context: impl FnOnce(&E, E)) {
-        match &self.deferred {
-            Some(first) => set_context(first, err),
-            None => self.deferred = Some(err),
-        }
+        defer_into(&mut self.deferred, err, set_context);
     }
 
     /// The deferred error, taken.

@@ -11,6 +11,7 @@ use super::errors::{map_error, parse_errors, type_name};
 use super::fast::{feed_exact, Fed};
 use super::stopset::{resolve, stop_text, IncludeStop, SkipArgs, Stops};
 use super::try_lock;
+use crate::lifecycle::defer_into;
 use crate::lock::TryLock;
 use crate::{Filter, Published, Status};
 
@@ -160,13 +161,9 @@ impl BuiltIn {
 /// The state of `awrap`'s filter: the filter, and the decoding error owed after its stop.
 type StageState = (Slot, Option<PyErr>);
 
-/// Keeps `err` to raise after the last output, as the lifecycle does: when one is kept
-/// already, that one is raised, with `err` as its context.
+/// Keeps `err` to raise after the last output, by the lifecycle's rule ([`defer_into`]).
 fn defer(py: Python<'_>, owed: &mut Option<PyErr>, err: PyErr) {
-    match owed {
-        Some(first) => first.set_context(py, Some(err)),
-        None => *owed = Some(err),
-    }
+    defer_into(owed, err, |first, err| first.set_context(py, Some(err)));
 }
 
 /// `awrap`'s stage: the built-in filter, fed by the async driver item by item (no Python call
