@@ -35,6 +35,44 @@ impl Output<'_> {
     }
 }
 
+/// What a filter or stream tells of its stop: what its `stopped`, `stop_index`, `stop_reason`,
+/// `stop_sequence` and `pending` attributes read. The push filters ([`Filter::stop_report`]),
+/// the pulled streams ([`crate::Published::stop_report`]) and the token filter
+/// ([`crate::AnyTokenStream::stop_report`]) each give one, so the bindings read the attributes
+/// one way.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StopReport {
+    /// Where the stream stands (open before it started).
+    pub status: Status,
+    /// A stop sequence (or a stop token) ended the text.
+    pub stopped: bool,
+    /// Why the text ended, as the contract names it (`None` while it goes on).
+    pub reason: Option<&'static str>,
+    /// The input is raw bytes, so `pending` is bytes rather than text.
+    pub bytes: bool,
+    /// A composed list's matched text, once its stop fired (`None` for a literal list, whose
+    /// stop is named by its item); only read when asked for (`texts`).
+    pub matched: Option<Vec<u8>>,
+    /// What the stream holds back (with a bytes stream's incomplete character); only read when
+    /// asked for (`texts`).
+    pub pending: Vec<u8>,
+}
+
+impl StopReport {
+    /// A report of `status` over text, and nothing held or matched.
+    #[must_use]
+    pub fn of(status: Status) -> StopReport {
+        StopReport {
+            status,
+            stopped: matches!(status, Status::Stopped(_)),
+            reason: status.reason(),
+            bytes: false,
+            matched: None,
+            pending: Vec::new(),
+        }
+    }
+}
+
 /// What a stream reports, packed in one word ([`Report::pack`]) so that a driver can publish it
 /// after every chunk and readers can take it from anywhere without a lock: whether the stream
 /// has started and on which input, its status, and a literal list's automaton state, which
@@ -250,6 +288,18 @@ impl Filter {
             Kind::ComposedBytes(m, b) => Some(b.text().stop_sequence(m)),
             Kind::Text(..) | Kind::Bytes(..) => None,
         }
+    }
+
+    /// What the filter tells of its stop; with `texts`, its matched and held text copied too
+    /// (`stopped` and the like are read per event by the adapters, and copy nothing).
+    #[must_use]
+    pub fn stop_report(&self, texts: bool) -> StopReport {
+        let mut report = StopReport { bytes: self.is_bytes(), ..StopReport::of(self.status()) };
+        if texts {
+            report.matched = self.matched().filter(|_| report.stopped).map(<[u8]>::to_vec);
+            report.pending = self.pending();
+        }
+        report
     }
 
     /// Feeds `input` when it passes through whole without the scan's bookkeeping: the stream

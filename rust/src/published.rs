@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-use crate::filter::{pack_tail, unpack_tail, Filter, Report};
+use crate::filter::{pack_tail, unpack_tail, Filter, Report, StopReport};
 use crate::stopset::StopSet;
 use crate::stream::Status;
 
@@ -114,6 +114,19 @@ impl Published {
         }
         (report, held)
     }
+
+    /// The report last published, as [`StopReport`] (see [`Filter::stop_report`]); `set` and
+    /// `include_stop` are the literal list the stream runs over and its flag.
+    #[must_use]
+    pub fn stop_report(&self, set: &StopSet, include_stop: bool, texts: bool) -> StopReport {
+        let report = self.report();
+        let mut out = StopReport { bytes: report.bytes, ..StopReport::of(report.status) };
+        if texts {
+            out.matched = self.matched().1;
+            out.pending = self.pending(set, include_stop).1;
+        }
+        out
+    }
 }
 
 #[cfg(test)]
@@ -135,6 +148,46 @@ mod tests {
         f.feed(b"\xa9OP").unwrap();
         p.publish(Some(&f));
         assert!(p.pending(set, false).1.is_empty());
+    }
+
+    /// A filter's report and the one its publication gives agree at every step: open with
+    /// text held, with a bytes stream's incomplete character, stopped, finished.
+    #[test]
+    fn a_filter_and_its_publication_report_alike() {
+        let spec = [StopSpec { kind: StopKind::Regex("S[T]OP"), include: false }];
+        let lists = [
+            CompiledStops::literal(&["STOP"]).unwrap(),
+            CompiledStops::composed(&spec, None, &[]).unwrap(),
+        ];
+        for stops in &lists {
+            let set = stops.literal_set().map_or(crate::StopSet::none(), |s| s);
+            for bytes in [false, true] {
+                let p = Published::new();
+                assert_eq!(p.stop_report(set, false, true), crate::StopReport::of(Status::Open));
+                let mut f = Filter::new(stops, bytes, false, false);
+                let chunks: &[&[u8]] =
+                    if bytes { &[b"a \xc3", b"\xa9 ST", b"OP!"] } else { &[b"a ST", b"OP!"] };
+                for chunk in chunks {
+                    f.feed(chunk).unwrap();
+                    p.publish(Some(&f));
+                    assert_eq!(p.stop_report(set, false, true), f.stop_report(true));
+                    assert_eq!(p.stop_report(set, false, false), f.stop_report(false));
+                }
+                let r = f.stop_report(true);
+                assert_eq!(
+                    (r.status, r.stopped, r.reason, r.bytes),
+                    (Status::Stopped(0), true, Some("stop_sequence"), bytes)
+                );
+                assert_eq!(r.matched.is_some(), stops.is_composed());
+                let mut g = Filter::new(stops, bytes, false, false);
+                g.feed(b"ST").unwrap();
+                assert_eq!(g.stop_report(true).pending, b"ST");
+                g.finish().unwrap();
+                p.publish(Some(&g));
+                let r = p.stop_report(set, false, true);
+                assert_eq!((r.stopped, r.reason, r.pending.len()), (false, Some("end"), 0));
+            }
+        }
     }
 
     #[test]

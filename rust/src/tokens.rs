@@ -40,6 +40,7 @@ use std::sync::Arc;
 use crate::byteset::{byte_set, HEAD};
 use crate::compiled::CompiledStops;
 use crate::error::Error;
+use crate::filter::StopReport;
 use crate::matcher::{MatchStream, Matcher};
 use crate::stopset::StopSet;
 use crate::stream::{ByteOut, ByteStream, Status, TextMatcher, TextStream};
@@ -1122,6 +1123,21 @@ impl AnyTokenStream {
     pub fn matched(&self) -> Option<&[u8]> {
         self.composed.as_ref().map(|c| c.stream.matcher().stop_sequence(&c.matcher))
     }
+
+    /// What the stream tells of its stop (see [`crate::Filter::stop_report`]): stopped by a
+    /// stop token too, and its reason first; `set` is the literal list it runs over.
+    #[must_use]
+    pub fn stop_report(&self, set: &StopSet, texts: bool) -> StopReport {
+        let mut report = StopReport::of(self.status());
+        report.stopped |= self.stop_token().is_some();
+        report.reason = self.stop_reason();
+        if texts {
+            let stopped = matches!(report.status, Status::Stopped(_));
+            report.matched = self.matched().filter(|_| stopped).map(<[u8]>::to_vec);
+            report.pending = self.held(set).to_vec();
+        }
+        report
+    }
 }
 
 /// One stream's share of a batch ([`feed_batch`]).
@@ -1287,6 +1303,37 @@ mod tests {
             let mut u = AnyTokenStream::new(&v, stops, false, true, &[14]).unwrap();
             u.finish(set, &mut out).unwrap();
             assert_eq!(u.stop_reason(), Some("end"));
+        }
+    }
+
+    #[test]
+    fn the_report_reads_stops_tokens_and_held_text() {
+        let v = vocab(false);
+        let literal = CompiledStops::literal(&["a>"]).unwrap();
+        let spec = [StopSpec { kind: crate::matcher::StopKind::Regex("a>"), include: false }];
+        let composed = CompiledStops::composed(&spec, None, &[]).unwrap();
+        for (stops, matched) in [(&literal, None), (&composed, Some(b"a>".to_vec()))] {
+            let set = stops.literal_set().map_or(StopSet::none(), |s| s);
+            let (mut s, mut out) =
+                (AnyTokenStream::new(&v, stops, false, true, &[14]).unwrap(), vec![]);
+            s.feed(&v, set, &[1, 0], &mut out).unwrap();
+            let held = s.stop_report(set, true);
+            assert_eq!(
+                (held.stopped, held.reason, held.pending.as_slice()),
+                (false, None, &b"a"[..])
+            );
+            assert!(s.stop_report(set, false).pending.is_empty(), "texts are read when asked");
+            s.feed(&v, set, &[5], &mut out).unwrap();
+            let r = s.stop_report(set, true);
+            assert_eq!(
+                (r.status, r.stopped, r.reason),
+                (Status::Stopped(0), true, Some("stop_sequence"))
+            );
+            assert_eq!((r.matched, r.pending.len(), r.bytes), (matched, 0, false));
+            let mut t = AnyTokenStream::new(&v, stops, false, true, &[14]).unwrap();
+            t.feed(&v, set, &[0, 14], &mut out).unwrap();
+            let r = t.stop_report(set, true);
+            assert_eq!((r.status.index(), r.stopped, r.reason), (None, true, Some("stop_token")));
         }
     }
 

@@ -4,16 +4,17 @@
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyString};
 
 use super::convert::{bytes_out, chunk_bytes, chunk_utf8, make_str, str_out};
 use super::errors::{map_error, parse_errors, type_name};
 use super::fast::{feed_exact, Fed};
-use super::stopset::{resolve, stop_text, IncludeStop, SkipArgs, Stops};
+use super::report::{reports, Reports};
+use super::stopset::{resolve, IncludeStop, SkipArgs, Stops};
 use super::try_lock;
 use crate::lifecycle::defer_into;
 use crate::lock::TryLock;
-use crate::{Filter, Published, Status};
+use crate::{Filter, Published, Status, StopReport};
 
 /// The built-in filter's state: `None` until the first item decides between text and bytes.
 pub(super) type Slot = Option<Filter>;
@@ -132,29 +133,9 @@ impl BuiltIn {
         self.published.publish(slot);
     }
 
-    pub(super) fn stopped(&self) -> bool {
-        matches!(self.published.report().status, Status::Stopped(_))
-    }
-
-    pub(super) fn stop_sequence(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        let (report, matched) = self.published.matched();
-        stop_text(py, &self.stops, report.status, matched.as_deref())
-    }
-
-    pub(super) fn stop_index(&self) -> Option<usize> {
-        self.published.report().status.index()
-    }
-
-    pub(super) fn stop_reason(&self) -> Option<&'static str> {
-        self.published.report().status.reason()
-    }
-
-    pub(super) fn pending<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let (report, held) = self.published.pending(self.stops.set(), self.include_stop);
-        if report.bytes {
-            return Ok(PyBytes::new(py, &held).into_any());
-        }
-        Ok(make_str(py, &held)?.into_any())
+    /// The report last published ([`crate::Published::stop_report`]).
+    pub(super) fn stop_report(&self, texts: bool) -> StopReport {
+        self.published.stop_report(self.stops.set(), self.include_stop, texts)
     }
 }
 
@@ -227,7 +208,7 @@ impl FilterStage {
     }
 }
 
-#[pymethods]
+reports! {
 impl FilterStage {
     #[new]
     #[pyo3(signature = (stops = None, include_stop = IncludeStop::default(), errors = "strict"))]
@@ -241,39 +222,19 @@ impl FilterStage {
         let built = BuiltIn::new(py, stops, include_stop, errors)?;
         Ok(FilterStage { built, state: TryLock::new((None, None)) })
     }
+}
+}
 
-    #[getter]
-    fn stops(&self, py: Python<'_>) -> Py<PyTuple> {
-        self.built.stops.tuple.clone_ref(py)
+impl Reports for FilterStage {
+    fn stop_list<'a>(slf: &'a Bound<'_, Self>) -> &'a Stops {
+        &slf.get().built.stops
     }
 
-    #[getter]
-    fn include_stop(&self) -> bool {
-        self.built.include_stop
+    fn includes_stop(slf: &Bound<'_, Self>) -> PyResult<bool> {
+        Ok(slf.get().built.include_stop)
     }
 
-    #[getter]
-    fn stopped(&self) -> bool {
-        self.built.stopped()
-    }
-
-    #[getter]
-    fn stop_sequence(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        self.built.stop_sequence(py)
-    }
-
-    #[getter]
-    fn stop_index(&self) -> Option<usize> {
-        self.built.stop_index()
-    }
-
-    #[getter]
-    fn stop_reason(&self) -> Option<&'static str> {
-        self.built.stop_reason()
-    }
-
-    #[getter]
-    fn pending<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.built.pending(py)
+    fn stop_report(slf: &Bound<'_, Self>, texts: bool) -> PyResult<StopReport> {
+        Ok(slf.get().built.stop_report(texts))
     }
 }

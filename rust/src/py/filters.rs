@@ -3,14 +3,34 @@
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyString};
 
 use super::convert::{bytes_out, chunk_bytes, chunk_utf8, make_str, str_out};
 use super::errors::{map_error, parse_errors, type_name};
 use super::lock;
-use super::stopset::{resolve, stop_text, IncludeStop, SkipArgs, Stops};
+use super::report::{reports, Reports};
+use super::stopset::{resolve, IncludeStop, SkipArgs, Stops};
 use crate::lock::TryLock;
-use crate::{Filter, Saved, Status};
+use crate::{Filter, Saved, StopReport};
+
+/// What both push filters hold: the stop list, `include_stop`, and the stream.
+trait Push: pyo3::PyClass<Frozen = pyo3::pyclass::boolean_struct::True> + Sync {
+    fn parts(&self) -> (&Stops, bool, &TryLock<Filter>);
+}
+
+impl<T: Push> Reports for T {
+    fn stop_list<'a>(slf: &'a Bound<'_, Self>) -> &'a Stops {
+        slf.get().parts().0
+    }
+
+    fn includes_stop(slf: &Bound<'_, Self>) -> PyResult<bool> {
+        Ok(slf.get().parts().1)
+    }
+
+    fn stop_report(slf: &Bound<'_, Self>, texts: bool) -> PyResult<StopReport> {
+        Ok(lock(slf.py(), slf.get().parts().2)?.stop_report(texts))
+    }
+}
 
 /// Incremental stop-sequence filter over `str` chunks.
 #[pyclass(frozen, module = "stopstream._core")]
@@ -38,7 +58,7 @@ impl StopFilter {
     }
 }
 
-#[pymethods]
+reports! {
 impl StopFilter {
     #[new]
     #[pyo3(signature = (stops, include_stop = IncludeStop::default(), *, skip = None, skip_until = None))]
@@ -98,50 +118,17 @@ impl StopFilter {
         Ok(())
     }
 
-    #[getter]
-    fn stops(&self, py: Python<'_>) -> Py<PyTuple> {
-        self.stops.tuple.clone_ref(py)
-    }
-
-    #[getter]
-    fn include_stop(&self) -> bool {
-        self.include_stop
-    }
-
-    #[getter]
-    fn stopped(&self, py: Python<'_>) -> PyResult<bool> {
-        Ok(matches!(lock(py, &self.state)?.status(), Status::Stopped(_)))
-    }
-
-    #[getter]
-    fn stop_sequence(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        let (status, matched) = {
-            let st = lock(py, &self.state)?;
-            (st.status(), st.matched().map(<[u8]>::to_vec))
-        };
-        stop_text(py, &self.stops, status, matched.as_deref())
-    }
-
-    #[getter]
-    fn stop_index(&self, py: Python<'_>) -> PyResult<Option<usize>> {
-        Ok(lock(py, &self.state)?.status().index())
-    }
-
-    #[getter]
-    fn stop_reason(&self, py: Python<'_>) -> PyResult<Option<&'static str>> {
-        Ok(lock(py, &self.state)?.status().reason())
-    }
-
-    #[getter]
-    fn pending<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyString>> {
-        let held = lock(py, &self.state)?.held().to_vec();
-        make_str(py, &held)
-    }
-
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let include = self.include_stop;
         let stops = self.stops.tuple.bind(py).repr()?;
         Ok(format!("StopFilter({stops}, include_stop={})", if include { "True" } else { "False" }))
+    }
+}
+}
+
+impl Push for StopFilter {
+    fn parts(&self) -> (&Stops, bool, &TryLock<Filter>) {
+        (&self.stops, self.include_stop, &self.state)
     }
 }
 
@@ -153,7 +140,7 @@ pub(super) struct ByteStopFilter {
     state: TryLock<Filter>,
 }
 
-#[pymethods]
+reports! {
 impl ByteStopFilter {
     #[new]
     #[pyo3(signature = (stops, include_stop = IncludeStop::default(), errors = "strict", *, skip = None, skip_until = None))]
@@ -216,47 +203,8 @@ impl ByteStopFilter {
     }
 
     #[getter]
-    fn stops(&self, py: Python<'_>) -> Py<PyTuple> {
-        self.stops.tuple.clone_ref(py)
-    }
-
-    #[getter]
-    fn include_stop(&self) -> bool {
-        self.include_stop
-    }
-
-    #[getter]
     fn errors(&self, py: Python<'_>) -> PyResult<&'static str> {
         Ok(if lock(py, &self.state)?.replace() { "replace" } else { "strict" })
-    }
-
-    #[getter]
-    fn stopped(&self, py: Python<'_>) -> PyResult<bool> {
-        Ok(matches!(lock(py, &self.state)?.status(), Status::Stopped(_)))
-    }
-
-    #[getter]
-    fn stop_sequence(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        let (status, matched) = {
-            let st = lock(py, &self.state)?;
-            (st.status(), st.matched().map(<[u8]>::to_vec))
-        };
-        stop_text(py, &self.stops, status, matched.as_deref())
-    }
-
-    #[getter]
-    fn stop_index(&self, py: Python<'_>) -> PyResult<Option<usize>> {
-        Ok(lock(py, &self.state)?.status().index())
-    }
-
-    #[getter]
-    fn stop_reason(&self, py: Python<'_>) -> PyResult<Option<&'static str>> {
-        Ok(lock(py, &self.state)?.status().reason())
-    }
-
-    #[getter]
-    fn pending<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        Ok(PyBytes::new(py, &lock(py, &self.state)?.pending()))
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
@@ -267,5 +215,12 @@ impl ByteStopFilter {
             if self.include_stop { "True" } else { "False" },
             if replace { "replace" } else { "strict" }
         ))
+    }
+}
+}
+
+impl Push for ByteStopFilter {
+    fn parts(&self) -> (&Stops, bool, &TryLock<Filter>) {
+        (&self.stops, self.include_stop, &self.state)
     }
 }

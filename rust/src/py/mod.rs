@@ -34,6 +34,7 @@ mod errors;
 mod fast;
 mod filters;
 mod items;
+mod report;
 mod sdk;
 mod slots;
 mod sse;

@@ -13,12 +13,13 @@ use super::builtin::{BuiltIn, Slot};
 use super::close::{close_object, shut_down_connection};
 use super::errors::type_name;
 use super::fast::pull;
+use super::report::{reports, Reports};
 use super::stage::{Out, Stage};
-use super::stopset::IncludeStop;
+use super::stopset::{IncludeStop, Stops};
 use super::try_lock;
 use crate::drive::{self, Driver};
 use crate::lock::TryLock;
-use crate::{Filter, Lifecycle, Status};
+use crate::{Filter, Lifecycle, Status, StopReport};
 
 #[allow(clippy::large_enum_variant, reason = "one per stream, made once and never moved")]
 pub(super) enum Mode {
@@ -409,7 +410,7 @@ fn base<'a>(slf: &'a Bound<'_, StopStream>) -> &'a SyncDriver {
     slf.as_super().get()
 }
 
-#[pymethods]
+reports! {
 impl StopStream {
     #[new]
     #[pyo3(signature = (chunks, stops = None, include_stop = IncludeStop::default(), errors = "strict"))]
@@ -424,39 +425,19 @@ impl StopStream {
         let driver = SyncDriver::build(py, chunks, stops, include_stop, errors, None)?;
         Ok(PyClassInitializer::from(driver).add_subclass(StopStream))
     }
+}
+}
 
-    #[getter]
-    fn stops(slf: &Bound<'_, Self>) -> Py<PyTuple> {
-        base(slf).built.stops.tuple.clone_ref(slf.py())
+impl Reports for StopStream {
+    fn stop_list<'a>(slf: &'a Bound<'_, Self>) -> &'a Stops {
+        &base(slf).built.stops
     }
 
-    #[getter]
-    fn include_stop(slf: &Bound<'_, Self>) -> bool {
-        base(slf).built.include_stop
+    fn includes_stop(slf: &Bound<'_, Self>) -> PyResult<bool> {
+        Ok(base(slf).built.include_stop)
     }
 
-    #[getter]
-    fn stopped(slf: &Bound<'_, Self>) -> bool {
-        base(slf).built.stopped()
-    }
-
-    #[getter]
-    fn stop_sequence(slf: &Bound<'_, Self>) -> PyResult<Option<Py<PyAny>>> {
-        base(slf).built.stop_sequence(slf.py())
-    }
-
-    #[getter]
-    fn stop_index(slf: &Bound<'_, Self>) -> Option<usize> {
-        base(slf).built.stop_index()
-    }
-
-    #[getter]
-    fn stop_reason(slf: &Bound<'_, Self>) -> Option<&'static str> {
-        base(slf).built.stop_reason()
-    }
-
-    #[getter]
-    fn pending<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        base(slf).built.pending(slf.py())
+    fn stop_report(slf: &Bound<'_, Self>, texts: bool) -> PyResult<StopReport> {
+        Ok(base(slf).built.stop_report(texts))
     }
 }

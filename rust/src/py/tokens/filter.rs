@@ -4,16 +4,17 @@ use std::cell::RefCell;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyString, PyTuple};
+use pyo3::types::PyTuple;
 
 use super::super::convert::make_str;
 use super::super::errors::{map_error, parse_errors};
 use super::super::lock;
-use super::super::stopset::{resolve, stop_text, IncludeStop, SkipArgs, Stops};
+use super::super::report::{reports, Reports};
+use super::super::stopset::{resolve, IncludeStop, SkipArgs, Stops};
 use super::vocab::{new_piece, piece, TokenPiece, Vocab};
 use super::{one_id, short_ids, token_error, Ids, STACK_IDS};
 use crate::lock::TryLock;
-use crate::{AnyTokenStream, Status};
+use crate::{AnyTokenStream, StopReport};
 
 thread_local! {
     /// The output buffer of `feed` and `finish`: one allocation per thread, not per call.
@@ -46,7 +47,7 @@ impl TokenStopFilter {
     }
 }
 
-#[pymethods]
+reports! {
 impl TokenStopFilter {
     #[new]
     #[pyo3(signature = (
@@ -139,18 +140,8 @@ impl TokenStopFilter {
     }
 
     #[getter]
-    fn stops(&self, py: Python<'_>) -> Py<PyTuple> {
-        self.stops.tuple.clone_ref(py)
-    }
-
-    #[getter]
     fn stop_token_ids(&self, py: Python<'_>) -> Py<PyTuple> {
         self.stop_ids.clone_ref(py)
-    }
-
-    #[getter]
-    fn include_stop(&self, py: Python<'_>) -> PyResult<bool> {
-        Ok(lock(py, &self.state)?.include_stop())
     }
 
     #[getter]
@@ -159,39 +150,8 @@ impl TokenStopFilter {
     }
 
     #[getter]
-    fn stopped(&self, py: Python<'_>) -> PyResult<bool> {
-        let st = lock(py, &self.state)?;
-        Ok(st.stop_token().is_some() || matches!(st.status(), Status::Stopped(_)))
-    }
-
-    #[getter]
-    fn stop_sequence(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        let (status, matched) = {
-            let st = lock(py, &self.state)?;
-            (st.status(), st.matched().map(<[u8]>::to_vec))
-        };
-        stop_text(py, &self.stops, status, matched.as_deref())
-    }
-
-    #[getter]
-    fn stop_index(&self, py: Python<'_>) -> PyResult<Option<usize>> {
-        Ok(lock(py, &self.state)?.status().index())
-    }
-
-    #[getter]
-    fn stop_reason(&self, py: Python<'_>) -> PyResult<Option<&'static str>> {
-        Ok(lock(py, &self.state)?.stop_reason())
-    }
-
-    #[getter]
     fn stop_token_id(&self, py: Python<'_>) -> PyResult<Option<i64>> {
         Ok(lock(py, &self.state)?.stop_token())
-    }
-
-    #[getter]
-    fn pending<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyString>> {
-        let held = lock(py, &self.state)?.held(self.stops.set()).to_vec();
-        make_str(py, &held)
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
@@ -207,5 +167,21 @@ impl TokenStopFilter {
             self.stop_ids.bind(py).repr()?,
             if replace { "replace" } else { "strict" },
         ))
+    }
+}
+}
+
+impl Reports for TokenStopFilter {
+    fn stop_list<'a>(slf: &'a Bound<'_, Self>) -> &'a Stops {
+        &slf.get().stops
+    }
+
+    fn includes_stop(slf: &Bound<'_, Self>) -> PyResult<bool> {
+        Ok(lock(slf.py(), &slf.get().state)?.include_stop())
+    }
+
+    fn stop_report(slf: &Bound<'_, Self>, texts: bool) -> PyResult<StopReport> {
+        let this = slf.get();
+        Ok(lock(slf.py(), &this.state)?.stop_report(this.stops.set(), texts))
     }
 }
