@@ -51,15 +51,28 @@ pub struct StopReport {
     /// The input is raw bytes, so `pending` is bytes rather than text.
     pub bytes: bool,
     /// A composed list's matched text, once its stop fired (`None` for a literal list, whose
-    /// stop is named by its item); only read when asked for (`texts`).
+    /// stop is named by its item); read for [`Detail::Matched`] only.
     pub matched: Option<Vec<u8>>,
-    /// What the stream holds back (with a bytes stream's incomplete character); only read when
-    /// asked for (`texts`).
+    /// What the stream holds back (with a bytes stream's incomplete character); read for
+    /// [`Detail::Pending`] only.
     pub pending: Vec<u8>,
+}
+
+/// Which text a [`StopReport`] copies: each is read by one attribute, and copying both for
+/// every read doubled the cost of `stop_sequence` (24 against 50 ns a read).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Detail {
+    /// Neither: `stopped`, `stop_index` and `stop_reason` (the adapters read these per event).
+    Status,
+    /// The matched text (`stop_sequence`).
+    Matched,
+    /// The held text (`pending`).
+    Pending,
 }
 
 impl StopReport {
     /// A report of `status` over text, and nothing held or matched.
+    #[inline]
     #[must_use]
     pub fn of(status: Status) -> StopReport {
         StopReport {
@@ -277,7 +290,12 @@ impl Filter {
 
     /// What the stream holds: the held text, then the incomplete character.
     pub fn pending(&self) -> Vec<u8> {
-        [self.held(), self.tail()].concat()
+        // Not `concat`: its general loop was 57 of a `pending` read's 380 instructions.
+        let (held, tail) = (self.held(), self.tail());
+        let mut out = Vec::with_capacity(held.len() + tail.len());
+        out.extend_from_slice(held);
+        out.extend_from_slice(tail);
+        out
     }
 
     /// The text that the composed list's stop matched, once one fired (a regex's match, or the
@@ -290,15 +308,17 @@ impl Filter {
         }
     }
 
-    /// What the filter tells of its stop; with `texts`, its matched and held text copied too
-    /// (`stopped` and the like are read per event by the adapters, and copy nothing).
+    /// What the filter tells of its stop, with the text `detail` names.
+    #[inline]
     #[must_use]
-    pub fn stop_report(&self, texts: bool) -> StopReport {
+    pub fn stop_report(&self, detail: Detail) -> StopReport {
         let mut report = StopReport { bytes: self.is_bytes(), ..StopReport::of(self.status()) };
-        if texts {
-            report.matched = self.matched().filter(|_| report.stopped).map(<[u8]>::to_vec);
-            report.pending = self.pending();
+        match detail {
+            Detail::Status => {}
+            Detail::Matched => report.matched = self.matched().map(<[u8]>::to_vec),
+            Detail::Pending => report.pending = self.pending(),
         }
+        report.matched = report.matched.filter(|_| report.stopped);
         report
     }
 

@@ -84,7 +84,9 @@ pub use crate::automaton::{Hit, Step};
 pub use crate::byteset::{byte_set, HEAD};
 pub use crate::compiled::{CompiledStops, Fired};
 pub use crate::error::{DecodeError, Error};
-pub use crate::filter::{pack_tail, unpack_tail, Filter, Output, Report, Saved, StopReport};
+pub use crate::filter::{
+    pack_tail, unpack_tail, Detail, Filter, Output, Report, Saved, StopReport,
+};
 pub use crate::lifecycle::{Action, Close, Closed, Lifecycle};
 pub use crate::matcher::{regex_max_len, MatchStream, Matcher, StopKind, StopSpec};
 pub use crate::published::Published;

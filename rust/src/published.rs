@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-use crate::filter::{pack_tail, unpack_tail, Filter, Report, StopReport};
+use crate::filter::{pack_tail, unpack_tail, Detail, Filter, Report, StopReport};
 use crate::stopset::StopSet;
 use crate::stream::Status;
 
@@ -117,22 +117,28 @@ impl Published {
 
     /// The report last published, as [`StopReport`] (see [`Filter::stop_report`]); `set` and
     /// `include_stop` are the literal list the stream runs over and its flag.
+    #[inline]
     #[must_use]
-    pub fn stop_report(&self, set: &StopSet, include_stop: bool, texts: bool) -> StopReport {
-        let report = self.report();
-        let mut out = StopReport { bytes: report.bytes, ..StopReport::of(report.status) };
-        if texts {
-            out.matched = self.matched().1;
-            out.pending = self.pending(set, include_stop).1;
-        }
-        out
+    pub fn stop_report(&self, set: &StopSet, include_stop: bool, detail: Detail) -> StopReport {
+        let (report, matched, pending) = match detail {
+            Detail::Status => (self.report(), None, Vec::new()),
+            Detail::Matched => {
+                let (report, matched) = self.matched();
+                (report, matched, Vec::new())
+            }
+            Detail::Pending => {
+                let (report, pending) = self.pending(set, include_stop);
+                (report, None, pending)
+            }
+        };
+        StopReport { bytes: report.bytes, matched, pending, ..StopReport::of(report.status) }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::Published;
-    use crate::{CompiledStops, Filter, Status, StopKind, StopSpec};
+    use crate::{CompiledStops, Detail, Filter, Status, StopKind, StopReport, StopSpec};
 
     #[test]
     fn literal_and_bytes() {
@@ -163,17 +169,21 @@ mod tests {
             let set = stops.literal_set().map_or(crate::StopSet::none(), |s| s);
             for bytes in [false, true] {
                 let p = Published::new();
-                assert_eq!(p.stop_report(set, false, true), crate::StopReport::of(Status::Open));
+                assert_eq!(
+                    p.stop_report(set, false, Detail::Pending),
+                    StopReport::of(Status::Open)
+                );
                 let mut f = Filter::new(stops, bytes, false, false);
                 let chunks: &[&[u8]] =
                     if bytes { &[b"a \xc3", b"\xa9 ST", b"OP!"] } else { &[b"a ST", b"OP!"] };
                 for chunk in chunks {
                     f.feed(chunk).unwrap();
                     p.publish(Some(&f));
-                    assert_eq!(p.stop_report(set, false, true), f.stop_report(true));
-                    assert_eq!(p.stop_report(set, false, false), f.stop_report(false));
+                    for detail in [Detail::Status, Detail::Matched, Detail::Pending] {
+                        assert_eq!(p.stop_report(set, false, detail), f.stop_report(detail));
+                    }
                 }
-                let r = f.stop_report(true);
+                let r = f.stop_report(Detail::Matched);
                 assert_eq!(
                     (r.status, r.stopped, r.reason, r.bytes),
                     (Status::Stopped(0), true, Some("stop_sequence"), bytes)
@@ -181,10 +191,11 @@ mod tests {
                 assert_eq!(r.matched.is_some(), stops.is_composed());
                 let mut g = Filter::new(stops, bytes, false, false);
                 g.feed(b"ST").unwrap();
-                assert_eq!(g.stop_report(true).pending, b"ST");
+                assert_eq!(g.stop_report(Detail::Pending).pending, b"ST");
+                assert!(g.stop_report(Detail::Matched).pending.is_empty());
                 g.finish().unwrap();
                 p.publish(Some(&g));
-                let r = p.stop_report(set, false, true);
+                let r = p.stop_report(set, false, Detail::Pending);
                 assert_eq!((r.stopped, r.reason, r.pending.len()), (false, Some("end"), 0));
             }
         }

@@ -40,7 +40,7 @@ use std::sync::Arc;
 use crate::byteset::{byte_set, HEAD};
 use crate::compiled::CompiledStops;
 use crate::error::Error;
-use crate::filter::StopReport;
+use crate::filter::{Detail, StopReport};
 use crate::matcher::{MatchStream, Matcher};
 use crate::stopset::StopSet;
 use crate::stream::{ByteOut, ByteStream, Status, TextMatcher, TextStream};
@@ -1127,15 +1127,17 @@ impl AnyTokenStream {
     /// What the stream tells of its stop (see [`crate::Filter::stop_report`]): stopped by a
     /// stop token too, and its reason first; `set` is the literal list it runs over.
     #[must_use]
-    pub fn stop_report(&self, set: &StopSet, texts: bool) -> StopReport {
+    pub fn stop_report(&self, set: &StopSet, detail: Detail) -> StopReport {
         let mut report = StopReport::of(self.status());
+        match detail {
+            Detail::Status => {}
+            Detail::Matched => report.matched = self.matched().map(<[u8]>::to_vec),
+            Detail::Pending => report.pending = self.held(set).to_vec(),
+        }
+        // The matched text of a stop sequence, not of a stop token.
+        report.matched = report.matched.filter(|_| report.stopped);
         report.stopped |= self.stop_token().is_some();
         report.reason = self.stop_reason();
-        if texts {
-            let stopped = matches!(report.status, Status::Stopped(_));
-            report.matched = self.matched().filter(|_| stopped).map(<[u8]>::to_vec);
-            report.pending = self.held(set).to_vec();
-        }
         report
     }
 }
@@ -1317,23 +1319,28 @@ mod tests {
             let (mut s, mut out) =
                 (AnyTokenStream::new(&v, stops, false, true, &[14]).unwrap(), vec![]);
             s.feed(&v, set, &[1, 0], &mut out).unwrap();
-            let held = s.stop_report(set, true);
+            let held = s.stop_report(set, Detail::Pending);
             assert_eq!(
                 (held.stopped, held.reason, held.pending.as_slice()),
                 (false, None, &b"a"[..])
             );
-            assert!(s.stop_report(set, false).pending.is_empty(), "texts are read when asked");
+            assert!(
+                s.stop_report(set, Detail::Status).pending.is_empty(),
+                "texts are read when asked"
+            );
             s.feed(&v, set, &[5], &mut out).unwrap();
-            let r = s.stop_report(set, true);
+            let r = s.stop_report(set, Detail::Matched);
             assert_eq!(
                 (r.status, r.stopped, r.reason),
                 (Status::Stopped(0), true, Some("stop_sequence"))
             );
-            assert_eq!((r.matched, r.pending.len(), r.bytes), (matched, 0, false));
+            assert_eq!((r.matched, r.bytes), (matched, false));
+            assert!(s.stop_report(set, Detail::Pending).pending.is_empty());
             let mut t = AnyTokenStream::new(&v, stops, false, true, &[14]).unwrap();
             t.feed(&v, set, &[0, 14], &mut out).unwrap();
-            let r = t.stop_report(set, true);
+            let r = t.stop_report(set, Detail::Matched);
             assert_eq!((r.status.index(), r.stopped, r.reason), (None, true, Some("stop_token")));
+            assert_eq!(r.matched, None, "a stop token matched no text");
         }
     }
 

@@ -14,7 +14,7 @@ use super::stopset::{resolve, IncludeStop, SkipArgs, Stops};
 use super::try_lock;
 use crate::lifecycle::defer_into;
 use crate::lock::TryLock;
-use crate::{Filter, Published, Status, StopReport};
+use crate::{Detail, Filter, Published, Status, StopReport};
 
 /// The built-in filter's state: `None` until the first item decides between text and bytes.
 pub(super) type Slot = Option<Filter>;
@@ -134,8 +134,8 @@ impl BuiltIn {
     }
 
     /// The report last published ([`crate::Published::stop_report`]).
-    pub(super) fn stop_report(&self, texts: bool) -> StopReport {
-        self.published.stop_report(self.stops.set(), self.include_stop, texts)
+    pub(super) fn stop_report(&self, detail: Detail) -> StopReport {
+        self.published.stop_report(self.stops.set(), self.include_stop, detail)
     }
 }
 
@@ -234,7 +234,7 @@ impl Reports for FilterStage {
         Ok(slf.get().built.include_stop)
     }
 
-    fn stop_report(slf: &Bound<'_, Self>, texts: bool) -> PyResult<StopReport> {
-        Ok(slf.get().built.stop_report(texts))
+    fn stop_report(slf: &Bound<'_, Self>, detail: Detail) -> PyResult<StopReport> {
+        Ok(slf.get().built.stop_report(detail))
     }
 }

@@ -11,7 +11,7 @@ use super::lock;
 use super::report::{reports, Reports};
 use super::stopset::{resolve, IncludeStop, SkipArgs, Stops};
 use crate::lock::TryLock;
-use crate::{Filter, Saved, StopReport};
+use crate::{Detail, Filter, Saved, StopReport};
 
 /// What both push filters hold: the stop list, `include_stop`, and the stream.
 trait Push: pyo3::PyClass<Frozen = pyo3::pyclass::boolean_struct::True> + Sync {
@@ -27,8 +27,8 @@ impl<T: Push> Reports for T {
         Ok(slf.get().parts().1)
     }
 
-    fn stop_report(slf: &Bound<'_, Self>, texts: bool) -> PyResult<StopReport> {
-        Ok(lock(slf.py(), slf.get().parts().2)?.stop_report(texts))
+    fn stop_report(slf: &Bound<'_, Self>, detail: Detail) -> PyResult<StopReport> {
+        Ok(lock(slf.py(), slf.get().parts().2)?.stop_report(detail))
     }
 }
 

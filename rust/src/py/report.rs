@@ -8,7 +8,7 @@ use pyo3::types::PyBytes;
 
 use super::convert::make_str;
 use super::stopset::{stop_text, Stops};
-use crate::StopReport;
+use crate::{Detail, StopReport};
 
 /// Where a class keeps what its stop attributes read.
 pub(super) trait Reports: pyo3::PyClass {
@@ -16,19 +16,19 @@ pub(super) trait Reports: pyo3::PyClass {
     fn stop_list<'a>(slf: &'a Bound<'_, Self>) -> &'a Stops;
     /// Its `include_stop`.
     fn includes_stop(slf: &Bound<'_, Self>) -> PyResult<bool>;
-    /// Its report; with `texts`, the matched and held text copied too.
-    fn stop_report(slf: &Bound<'_, Self>, texts: bool) -> PyResult<StopReport>;
+    /// Its report, with the text `detail` names.
+    fn stop_report(slf: &Bound<'_, Self>, detail: Detail) -> PyResult<StopReport>;
 }
 
 /// `stop_sequence`: a composed list's matched text, a literal list's item as given.
 pub(super) fn stop_sequence<T: Reports>(slf: &Bound<'_, T>) -> PyResult<Option<Py<PyAny>>> {
-    let report = T::stop_report(slf, true)?;
+    let report = T::stop_report(slf, Detail::Matched)?;
     stop_text(slf.py(), T::stop_list(slf), report.status, report.matched.as_deref())
 }
 
 /// `pending`: the held text, as `bytes` over bytes.
 pub(super) fn pending<'py, T: Reports>(slf: &Bound<'py, T>) -> PyResult<Bound<'py, PyAny>> {
-    let report = T::stop_report(slf, true)?;
+    let report = T::stop_report(slf, Detail::Pending)?;
     if report.bytes {
         return Ok(PyBytes::new(slf.py(), &report.pending).into_any());
     }
@@ -55,7 +55,7 @@ macro_rules! reports {
 
             #[getter]
             fn stopped(slf: &::pyo3::Bound<'_, Self>) -> ::pyo3::PyResult<bool> {
-                Ok(<Self as $crate::py::report::Reports>::stop_report(slf, false)?.stopped)
+                Ok(<Self as $crate::py::report::Reports>::stop_report(slf, $crate::Detail::Status)?.stopped)
             }
 
             #[getter]
@@ -67,14 +67,14 @@ macro_rules! reports {
 
             #[getter]
             fn stop_index(slf: &::pyo3::Bound<'_, Self>) -> ::pyo3::PyResult<Option<usize>> {
-                Ok(<Self as $crate::py::report::Reports>::stop_report(slf, false)?.status.index())
+                Ok(<Self as $crate::py::report::Reports>::stop_report(slf, $crate::Detail::Status)?.status.index())
             }
 
             #[getter]
             fn stop_reason(
                 slf: &::pyo3::Bound<'_, Self>,
             ) -> ::pyo3::PyResult<Option<&'static str>> {
-                Ok(<Self as $crate::py::report::Reports>::stop_report(slf, false)?.reason)
+                Ok(<Self as $crate::py::report::Reports>::stop_report(slf, $crate::Detail::Status)?.reason)
             }
 
             #[getter]

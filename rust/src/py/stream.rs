@@ -19,7 +19,7 @@ use super::stopset::{IncludeStop, Stops};
 use super::try_lock;
 use crate::drive::{self, Driver};
 use crate::lock::TryLock;
-use crate::{Filter, Lifecycle, Status, StopReport};
+use crate::{Detail, Filter, Lifecycle, Status, StopReport};
 
 #[allow(clippy::large_enum_variant, reason = "one per stream, made once and never moved")]
 pub(super) enum Mode {
@@ -437,7 +437,7 @@ impl Reports for StopStream {
         Ok(base(slf).built.include_stop)
     }
 
-    fn stop_report(slf: &Bound<'_, Self>, texts: bool) -> PyResult<StopReport> {
-        Ok(base(slf).built.stop_report(texts))
+    fn stop_report(slf: &Bound<'_, Self>, detail: Detail) -> PyResult<StopReport> {
+        Ok(base(slf).built.stop_report(detail))
     }
 }

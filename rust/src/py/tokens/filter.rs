@@ -14,7 +14,7 @@ use super::super::stopset::{resolve, IncludeStop, SkipArgs, Stops};
 use super::vocab::{new_piece, piece, TokenPiece, Vocab};
 use super::{one_id, short_ids, token_error, Ids, STACK_IDS};
 use crate::lock::TryLock;
-use crate::{AnyTokenStream, StopReport};
+use crate::{AnyTokenStream, Detail, StopReport};
 
 thread_local! {
     /// The output buffer of `feed` and `finish`: one allocation per thread, not per call.
@@ -180,8 +180,8 @@ impl Reports for TokenStopFilter {
         Ok(lock(slf.py(), &slf.get().state)?.include_stop())
     }
 
-    fn stop_report(slf: &Bound<'_, Self>, texts: bool) -> PyResult<StopReport> {
+    fn stop_report(slf: &Bound<'_, Self>, detail: Detail) -> PyResult<StopReport> {
         let this = slf.get();
-        Ok(lock(slf.py(), &this.state)?.stop_report(this.stops.set(), texts))
+        Ok(lock(slf.py(), &this.state)?.stop_report(this.stops.set(), detail))
     }
 }
