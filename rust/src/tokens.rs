@@ -1041,10 +1041,18 @@ impl AnyTokenStream {
     }
 
     /// Whether a batch's usual step can feed the literal stream directly: on the literal path,
-    /// open (not finished), and in replace mode.
+    /// and [`AnyTokenStream::cannot_fail`] but for the ids, which the step checks apart.
     #[inline]
     pub fn engine_ready(&self) -> bool {
         self.composed.is_none() && !self.literal.is_finished() && self.literal.replace()
+    }
+
+    /// Whether feeding `ids` cannot fail: the stream is open, in replace mode, and every id is
+    /// in `vocab`. A batch feeds such a stream in place ([`feed_batch`]); any other first runs
+    /// on a copy, so that an error changes no stream.
+    #[inline]
+    pub fn cannot_fail(&self, vocab: &Vocab, ids: &[i64]) -> bool {
+        self.replace() && !self.is_finished() && ids.iter().all(|&id| vocab.get(id).is_some())
     }
 
     /// [`TokenStream::status`].
@@ -1191,9 +1199,7 @@ pub fn feed_batch<S: DerefMut<Target = AnyTokenStream>>(
     }
     let risky = |it: &BatchEntry<'_>, st: &AnyTokenStream| {
         uses.get(it.slot).is_some_and(|&n| n > 1)
-            || !st.replace()
-            || st.is_finished()
-            || flat[it.ids.clone()].iter().any(|&id| it.vocab.get(id).is_none())
+            || !st.cannot_fail(it.vocab, &flat[it.ids.clone()])
     };
     let mut shadows: Vec<Option<AnyTokenStream>> = Vec::new();
     for it in entries.iter() {
@@ -2025,5 +2031,11 @@ mod tests {
             assert_eq!(run_batch(&v, &set, &mut states, batch, false), Err(*bad), "{batch:?}");
             assert_eq!(format!("{states:?}"), before, "{batch:?}");
         }
+        // A finished stream cannot be fed: the stream fed before it in the batch is unchanged.
+        let mut states = batch_streams(&v);
+        states[1].finish(&set, &mut Vec::new()).unwrap();
+        let before = format!("{states:?}");
+        assert_eq!(run_batch(&v, &set, &mut states, &[(0, vec![0]), (1, vec![0])], false), Err(1));
+        assert_eq!(format!("{states:?}"), before);
     }
 }

@@ -333,9 +333,7 @@ impl<'a> Batch<'a> {
             };
             if locking {
                 if let Some(g) = try_lock(py, &filter.state) {
-                    safe &= !g.is_finished()
-                        && g.replace()
-                        && ids.ids[start..].iter().all(|&id| vocab.inner.get(id).is_some());
+                    safe &= g.cannot_fail(&vocab.inner, &ids.ids[start..]);
                     item.slot = guards.len();
                     guards.push(g);
                 } else {
