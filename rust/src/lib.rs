@@ -67,6 +67,7 @@ mod matcher;
 mod prefilter;
 mod published;
 pub mod pull;
+mod recent;
 mod regex;
 mod region;
 pub mod sse;
@@ -90,6 +91,7 @@ pub use crate::filter::{
 pub use crate::lifecycle::{Action, Close, Closed, Lifecycle};
 pub use crate::matcher::{regex_max_len, MatchStream, Matcher, StopKind, StopSpec};
 pub use crate::published::Published;
+pub use crate::recent::{same_stops, Recent};
 pub use crate::stopset::StopSet;
 pub use crate::stream::{ByteOut, ByteStream, Emit, Status, TextMatcher, TextStream};
 pub use crate::tokens::{

@@ -12,7 +12,7 @@ use super::errors::{map_error, type_name};
 use super::items::{Regex, Stop};
 use super::try_lock;
 use crate::lock::TryLock;
-use crate::{CompiledStops, Status, StopKind, StopSet, StopSpec};
+use crate::{same_stops, CompiledStops, Recent, Status, StopKind, StopSet, StopSpec};
 
 /// A stop list as given (kept for `stops`, `stop_sequence`) and compiled: `stopstream.StopSet`.
 ///
@@ -381,60 +381,42 @@ impl std::ops::Deref for Stops {
     }
 }
 
-/// The stop lists used most recently, newest first. A gateway builds a filter per request,
-/// nearly always with one of a few lists: comparing the new list with these directly (a length
-/// check and a `memcmp` per stop) skips hashing and the process-wide cache.
-static RECENT: TryLock<Vec<Py<Compiled>>> = TryLock::new(Vec::new());
-const RECENT_LEN: usize = 8;
+/// The stop lists used most recently, newest first ([`Recent`]: see there why).
+static RECENT: TryLock<Recent<Py<Compiled>, 8>> = TryLock::new(Recent::new());
 
 /// Looks `stops` up among the recent lists without building anything: `None`, a `str`, or a
 /// list or tuple of `str` whose UTF-8 bytes equal a recent list's, stop by stop.
 pub(super) fn recent_hit(py: Python<'_>, stops: Option<&Bound<'_, PyAny>>) -> Option<Stops> {
     // Only exact `str`: the tuple handed out holds the first list's objects.
-    let same = |item: &Bound<'_, PyAny>, pat: &[u8]| {
-        item.cast_exact::<PyString>().is_ok_and(|s| s.to_str().is_ok_and(|v| v.as_bytes() == pat))
+    let same = |item: PyResult<Bound<'_, PyAny>>, pat: &[u8]| {
+        item.is_ok_and(|item| {
+            let s = item.cast_exact::<PyString>();
+            s.is_ok_and(|s| s.to_str().is_ok_and(|v| v.as_bytes() == pat))
+        })
     };
-    // The last stop is compared first, then the others: a list made per request that differs
-    // from a recent one, by a stop appended for that request, is then told apart in one
-    // comparison instead of a walk over the whole list (some 65 us for 10,000 stops, for each
-    // recent list as long), and an equal list costs no comparison more.
-    let last_same = |pats: &[Box<[u8]>], item: Option<Bound<'_, PyAny>>| match pats.last() {
-        None => true,
-        Some(p) => item.is_some_and(|i| same(&i, p)),
-    };
-    let but_last = |pats: &[Box<[u8]>]| pats.len().saturating_sub(1);
-    let matches = |pats: &[Box<[u8]>]| -> bool {
-        match stops {
+    let matches = |c: &Py<Compiled>| {
+        let pats = c.get().set().stops();
+        match stops.filter(|o| !o.is_none()) {
             None => pats.is_empty(),
-            Some(obj) if obj.is_none() => pats.is_empty(),
             Some(obj) => {
                 if let Ok(l) = obj.cast_exact::<PyList>() {
-                    pats.len() == l.len()
-                        && last_same(pats, l.iter().next_back())
-                        && pats[..but_last(pats)].iter().zip(l.iter()).all(|(p, i)| same(&i, p))
+                    same_stops(pats, l.len(), |i, p| same(l.get_item(i), p))
                 } else if let Ok(t) = obj.cast_exact::<PyTuple>() {
-                    pats.len() == t.len()
-                        && last_same(pats, t.iter().next_back())
-                        && pats[..but_last(pats)].iter().zip(t.iter()).all(|(p, i)| same(&i, p))
+                    same_stops(pats, t.len(), |i, p| same(t.get_item(i), p))
                 } else {
-                    pats.len() == 1 && same(obj, &pats[0])
+                    same_stops(pats, 1, |_, p| same(Ok(obj.clone()), p))
                 }
             }
         }
     };
     let mut recent = try_lock(py, &RECENT)?;
     // The very tuple a list was compiled from is immutable: no need to compare its items.
-    let pos = match stops {
-        Some(obj) => recent.iter().position(|c| c.get().tuple.bind(py).is(obj)),
-        None => None,
-    };
-    if let Some(pos) = pos {
-        let hit = recent.remove(pos);
-        recent.insert(0, hit);
-        return Some(Stops(recent[0].clone_ref(py)));
+    if let Some(obj) = stops {
+        if let Some(hit) = recent.hit(|c| c.get().tuple.bind(py).is(obj)) {
+            return Some(Stops(hit.clone_ref(py)));
+        }
     }
-    let pos = recent.iter().position(|c| matches(c.get().set().stops()))?;
-    let mut hit = recent.remove(pos);
+    let hit = recent.hit(matches)?;
     // Equal items in an exact tuple (whose items `matches` checked are exact `str`): remember
     // this tuple, so that passing it again is an identity check.
     if let Some(t) = stops.and_then(|o| o.cast_exact::<PyTuple>().ok()) {
@@ -442,17 +424,15 @@ pub(super) fn recent_hit(py: Python<'_>, stops: Option<&Bound<'_, PyAny>>) -> Op
         let tuple = t.clone().unbind();
         let c = Compiled { tuple, core, include_stop: false, skip: None, skip_until: None };
         if let Ok(c) = Py::new(py, c) {
-            hit = c;
+            *hit = c;
         }
     }
-    recent.insert(0, hit);
-    Some(Stops(recent[0].clone_ref(py)))
+    Some(Stops(hit.clone_ref(py)))
 }
 
 pub(super) fn remember(py: Python<'_>, compiled: &Py<Compiled>) {
     if let Some(mut recent) = try_lock(py, &RECENT) {
-        recent.insert(0, compiled.clone_ref(py));
-        recent.truncate(RECENT_LEN);
+        recent.remember(compiled.clone_ref(py));
     }
 }
 
