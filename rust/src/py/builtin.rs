@@ -209,20 +209,20 @@ impl FilterStage {
 }
 
 reports! {
-impl FilterStage {
-    #[new]
-    #[pyo3(signature = (stops = None, include_stop = IncludeStop::default(), errors = "strict"))]
-    #[pyo3(text_signature = "(stops=None, include_stop=False, errors='strict')")]
-    fn new(
-        py: Python<'_>,
-        stops: Option<&Bound<'_, PyAny>>,
-        include_stop: IncludeStop,
-        errors: &str,
-    ) -> PyResult<Self> {
-        let built = BuiltIn::new(py, stops, include_stop, errors)?;
-        Ok(FilterStage { built, state: TryLock::new((None, None)) })
+    impl FilterStage {
+        #[new]
+        #[pyo3(signature = (stops = None, include_stop = IncludeStop::default(), errors = "strict"))]
+        #[pyo3(text_signature = "(stops=None, include_stop=False, errors='strict')")]
+        fn new(
+            py: Python<'_>,
+            stops: Option<&Bound<'_, PyAny>>,
+            include_stop: IncludeStop,
+            errors: &str,
+        ) -> PyResult<Self> {
+            let built = BuiltIn::new(py, stops, include_stop, errors)?;
+            Ok(FilterStage { built, state: TryLock::new((None, None)) })
+        }
     }
-}
 }
 
 impl Reports for FilterStage {

@@ -411,21 +411,21 @@ fn base<'a>(slf: &'a Bound<'_, StopStream>) -> &'a SyncDriver {
 }
 
 reports! {
-impl StopStream {
-    #[new]
-    #[pyo3(signature = (chunks, stops = None, include_stop = IncludeStop::default(), errors = "strict"))]
-    #[pyo3(text_signature = "(chunks, stops=None, include_stop=False, errors='strict')")]
-    fn new(
-        py: Python<'_>,
-        chunks: &Bound<'_, PyAny>,
-        stops: Option<&Bound<'_, PyAny>>,
-        include_stop: IncludeStop,
-        errors: &str,
-    ) -> PyResult<PyClassInitializer<Self>> {
-        let driver = SyncDriver::build(py, chunks, stops, include_stop, errors, None)?;
-        Ok(PyClassInitializer::from(driver).add_subclass(StopStream))
+    impl StopStream {
+        #[new]
+        #[pyo3(signature = (chunks, stops = None, include_stop = IncludeStop::default(), errors = "strict"))]
+        #[pyo3(text_signature = "(chunks, stops=None, include_stop=False, errors='strict')")]
+        fn new(
+            py: Python<'_>,
+            chunks: &Bound<'_, PyAny>,
+            stops: Option<&Bound<'_, PyAny>>,
+            include_stop: IncludeStop,
+            errors: &str,
+        ) -> PyResult<PyClassInitializer<Self>> {
+            let driver = SyncDriver::build(py, chunks, stops, include_stop, errors, None)?;
+            Ok(PyClassInitializer::from(driver).add_subclass(StopStream))
+        }
     }
-}
 }
 
 impl Reports for StopStream {
