@@ -39,21 +39,28 @@ impl<T, const N: usize> Default for Recent<T, N> {
     }
 }
 
-/// Whether a list of `len` stops equals `stops`, with `same(i, stop)` telling whether its
-/// `i`-th stop is `stop`. The last stop is compared first, then the others in order: a list
-/// made per request that differs from a recent one by a stop appended for that request is then
-/// told apart in one comparison instead of a walk over the whole list (some 65 µs for 10,000
-/// stops, for each recent list as long), and an equal list costs no comparison more.
-pub fn same_stops(
+/// Whether the list `items` equals `stops`, with `same(item, stop)` telling whether an item is
+/// that stop. The last stop is compared first, then the others in order: a list made per
+/// request that differs from a recent one by a stop appended for that request is then told
+/// apart in one comparison instead of a walk over the whole list (some 65 µs for 10,000 stops,
+/// for each recent list as long), and an equal list costs no comparison more. The items are
+/// walked, not indexed: indexing a Python list item by item cost 2 ns a stop more.
+pub fn same_stops<T, I>(
     stops: &[Box<[u8]>],
-    len: usize,
-    mut same: impl FnMut(usize, &[u8]) -> bool,
-) -> bool {
-    if stops.len() != len {
+    items: I,
+    mut same: impl FnMut(T, &[u8]) -> bool,
+) -> bool
+where
+    I: IntoIterator<Item = T>,
+    I::IntoIter: ExactSizeIterator + DoubleEndedIterator,
+{
+    let mut items = items.into_iter();
+    if items.len() != stops.len() {
         return false;
     }
     let Some((last, rest)) = stops.split_last() else { return true };
-    same(rest.len(), last) && rest.iter().enumerate().all(|(i, stop)| same(i, stop))
+    items.next_back().is_some_and(|item| same(item, last))
+        && items.zip(rest).all(|(item, stop)| same(item, stop))
 }
 
 #[cfg(test)]
@@ -86,15 +93,15 @@ mod tests {
         ];
         for (given, equal) in table {
             let mut order = Vec::new();
-            let got = same_stops(&stops, given.len(), |i, s| {
+            let got = same_stops(&stops, given.iter().enumerate(), |(i, g), s| {
                 order.push(i);
-                given[i] == s
+                *g == s
             });
             assert_eq!(got, equal, "{given:?}");
             if given.len() == stops.len() {
                 assert_eq!(order[0], given.len() - 1, "the last stop first: {given:?}");
             }
         }
-        assert!(same_stops(&[], 0, |_, _| unreachable!()));
+        assert!(same_stops(&[], std::iter::empty::<u8>(), |_, _| unreachable!()));
     }
 }

@@ -388,11 +388,9 @@ static RECENT: TryLock<Recent<Py<Compiled>, 8>> = TryLock::new(Recent::new());
 /// list or tuple of `str` whose UTF-8 bytes equal a recent list's, stop by stop.
 pub(super) fn recent_hit(py: Python<'_>, stops: Option<&Bound<'_, PyAny>>) -> Option<Stops> {
     // Only exact `str`: the tuple handed out holds the first list's objects.
-    let same = |item: PyResult<Bound<'_, PyAny>>, pat: &[u8]| {
-        item.is_ok_and(|item| {
-            let s = item.cast_exact::<PyString>();
-            s.is_ok_and(|s| s.to_str().is_ok_and(|v| v.as_bytes() == pat))
-        })
+    let same = |item: Bound<'_, PyAny>, pat: &[u8]| {
+        let s = item.cast_exact::<PyString>();
+        s.is_ok_and(|s| s.to_str().is_ok_and(|v| v.as_bytes() == pat))
     };
     let matches = |c: &Py<Compiled>| {
         let pats = c.get().set().stops();
@@ -400,11 +398,11 @@ pub(super) fn recent_hit(py: Python<'_>, stops: Option<&Bound<'_, PyAny>>) -> Op
             None => pats.is_empty(),
             Some(obj) => {
                 if let Ok(l) = obj.cast_exact::<PyList>() {
-                    same_stops(pats, l.len(), |i, p| same(l.get_item(i), p))
+                    same_stops(pats, l.iter(), same)
                 } else if let Ok(t) = obj.cast_exact::<PyTuple>() {
-                    same_stops(pats, t.len(), |i, p| same(t.get_item(i), p))
+                    same_stops(pats, t.iter(), same)
                 } else {
-                    same_stops(pats, 1, |_, p| same(Ok(obj.clone()), p))
+                    same_stops(pats, [obj.clone()], same)
                 }
             }
         }
