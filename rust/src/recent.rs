@@ -45,6 +45,7 @@ impl<T, const N: usize> Default for Recent<T, N> {
 /// apart in one comparison instead of a walk over the whole list (some 65 µs for 10,000 stops,
 /// for each recent list as long), and an equal list costs no comparison more. The items are
 /// walked, not indexed: indexing a Python list item by item cost 2 ns a stop more.
+#[inline]
 pub fn same_stops<T, I>(
     stops: &[Box<[u8]>],
     items: I,
@@ -60,7 +61,7 @@ where
     }
     let Some((last, rest)) = stops.split_last() else { return true };
     items.next_back().is_some_and(|item| same(item, last))
-        && items.zip(rest).all(|(item, stop)| same(item, stop))
+        && rest.iter().zip(items).all(|(stop, item)| same(item, stop))
 }
 
 #[cfg(test)]
