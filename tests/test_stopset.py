@@ -143,6 +143,46 @@ def test_a_list_differing_from_a_recent_one_in_one_stop_is_its_own(
     assert again.feed(f"a{base[where]}b") == "a"
 
 
+def test_the_recent_lists_hand_out_one_tuple_per_list() -> None:
+    # A filter per request shares the stop tuple of a recent equal list: the same tuple object
+    # given again, an equal list or tuple, and the empty list in every spelling.
+    SF = stopstream.StopFilter
+    empty = SF(None).stops
+    assert SF([]).stops is empty and SF(()).stops is empty
+    given = ("<r1>", "<r2>")
+    assert SF(given).stops is given and SF(given).stops is given
+    first = SF(["<q1>", "<q2>"]).stops
+    assert SF(["<q1>", "<q2>"]).stops is first
+    # An equal tuple is remembered as given, so that passing it again is an identity check.
+    equal = ("<q1>", "<q2>")
+    assert SF(equal).stops is equal
+    assert SF(["<q1>", "<q2>"]).stops is equal
+
+
+def test_the_recent_lists_are_the_last_eight() -> None:
+    SF = stopstream.StopFilter
+    stops = ["<m1>", "<m2>"]
+    first = SF(stops).stops
+    for i in range(7):
+        SF([f"<other{i}>"])
+    assert SF(stops).stops is first  # seven lists since: still recent, and now the newest
+    for i in range(8):
+        SF([f"<later{i}>"])
+    again = SF(stops).stops
+    assert again == first and again is not first  # eight since: compiled again
+
+
+def test_a_recent_list_matches_only_exact_str_items() -> None:
+    class Text(str):
+        pass
+
+    stopstream.StopFilter(["<a>", "<b>"])
+    f = stopstream.StopFilter(("<a>", Text("<b>")))
+    assert [type(s) for s in f.stops] == [str, str]
+    assert f.feed("x<b>") == "x"
+    assert type(f.stop_sequence) is str
+
+
 def test_include_stop_none_rejected_by_the_native_classes() -> None:
     s = stopstream.StopSet("a")
     makers: list[Callable[..., object]] = [

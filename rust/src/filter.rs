@@ -53,8 +53,8 @@ pub struct StopReport {
     /// A composed list's matched text, once its stop fired (`None` for a literal list, whose
     /// stop is named by its item); read for [`Detail::Matched`] only.
     pub matched: Option<Vec<u8>>,
-    /// What the stream holds back (with a bytes stream's incomplete character); read for
-    /// [`Detail::Pending`] only.
+    /// What the stream holds back (with a bytes stream's incomplete character; a token
+    /// stream's held text only); read for [`Detail::Pending`] only.
     pub pending: Vec<u8>,
 }
 

@@ -67,7 +67,6 @@ mod matcher;
 mod prefilter;
 mod published;
 pub mod pull;
-mod recent;
 mod regex;
 mod region;
 pub mod sse;
@@ -80,6 +79,8 @@ mod utf8;
 mod lock;
 #[cfg(feature = "python")]
 mod py;
+#[cfg(any(feature = "python", test))]
+mod recent;
 
 pub use crate::automaton::{Hit, Step};
 pub use crate::byteset::{byte_set, HEAD};
@@ -91,7 +92,6 @@ pub use crate::filter::{
 pub use crate::lifecycle::{Action, Close, Closed, Lifecycle};
 pub use crate::matcher::{regex_max_len, MatchStream, Matcher, StopKind, StopSpec};
 pub use crate::published::Published;
-pub use crate::recent::{same_stops, Recent};
 pub use crate::stopset::StopSet;
 pub use crate::stream::{ByteOut, ByteStream, Emit, Status, TextMatcher, TextStream};
 pub use crate::tokens::{

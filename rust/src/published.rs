@@ -167,20 +167,20 @@ mod tests {
         ];
         for stops in &lists {
             let set = stops.literal_set().map_or(crate::StopSet::none(), |s| s);
-            for bytes in [false, true] {
+            for (bytes, include) in [(false, false), (false, true), (true, false), (true, true)] {
                 let p = Published::new();
                 assert_eq!(
-                    p.stop_report(set, false, Detail::Pending),
+                    p.stop_report(set, include, Detail::Pending),
                     StopReport::of(Status::Open)
                 );
-                let mut f = Filter::new(stops, bytes, false, false);
+                let mut f = Filter::new(stops, bytes, include, false);
                 let chunks: &[&[u8]] =
                     if bytes { &[b"a \xc3", b"\xa9 ST", b"OP!"] } else { &[b"a ST", b"OP!"] };
                 for chunk in chunks {
                     f.feed(chunk).unwrap();
                     p.publish(Some(&f));
                     for detail in [Detail::Status, Detail::Matched, Detail::Pending] {
-                        assert_eq!(p.stop_report(set, false, detail), f.stop_report(detail));
+                        assert_eq!(p.stop_report(set, include, detail), f.stop_report(detail));
                     }
                 }
                 let r = f.stop_report(Detail::Matched);
@@ -189,13 +189,18 @@ mod tests {
                     (Status::Stopped(0), true, Some("stop_sequence"), bytes)
                 );
                 assert_eq!(r.matched.is_some(), stops.is_composed());
-                let mut g = Filter::new(stops, bytes, false, false);
+                let mut g = Filter::new(stops, bytes, include, false);
                 g.feed(b"ST").unwrap();
-                assert_eq!(g.stop_report(Detail::Pending).pending, b"ST");
+                p.publish(Some(&g));
+                // A literal list's stop kept in the output holds nothing back (a composed list
+                // carries the flag per stop: off here).
+                let held: &[u8] = if include && !stops.is_composed() { b"" } else { b"ST" };
+                assert_eq!(g.stop_report(Detail::Pending).pending, held);
+                assert_eq!(p.stop_report(set, include, Detail::Pending).pending, held);
                 assert!(g.stop_report(Detail::Matched).pending.is_empty());
                 g.finish().unwrap();
                 p.publish(Some(&g));
-                let r = p.stop_report(set, false, Detail::Pending);
+                let r = p.stop_report(set, include, Detail::Pending);
                 assert_eq!((r.stopped, r.reason, r.pending.len()), (false, Some("end"), 0));
             }
         }

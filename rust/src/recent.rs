@@ -85,12 +85,14 @@ mod tests {
     #[test]
     fn lists_compare_last_stop_first() {
         let stops: Vec<Box<[u8]>> = vec![Box::from(&b"a"[..]), Box::from(&b"bc"[..])];
-        let table: [(&[&[u8]], bool); 5] = [
+        let table: [(&[&[u8]], bool); 7] = [
             (&[b"a", b"bc"], true),
             (&[b"a", b"b"], false),
             (&[b"x", b"bc"], false),
             (&[b"a"], false),
             (&[b"a", b"bc", b"d"], false),
+            (&[b"a", b"x", b"bc"], false),
+            (&[], false),
         ];
         for (given, equal) in table {
             let mut order = Vec::new();

@@ -1047,9 +1047,10 @@ impl AnyTokenStream {
         self.composed.is_none() && !self.literal.is_finished() && self.literal.replace()
     }
 
-    /// Whether feeding `ids` cannot fail: the stream is open, in replace mode, and every id is
-    /// in `vocab`. A batch feeds such a stream in place ([`feed_batch`]); any other first runs
-    /// on a copy, so that an error changes no stream.
+    /// Whether feeding `ids` cannot fail: the stream is not finished (one a stop ended takes
+    /// ids and does nothing), in replace mode, and every id is in `vocab`. A batch feeds such a
+    /// stream in place ([`feed_batch`]) unless it is given twice; any other first runs on a
+    /// copy, so that an error changes no stream.
     #[inline]
     pub fn cannot_fail(&self, vocab: &Vocab, ids: &[i64]) -> bool {
         self.replace() && !self.is_finished() && ids.iter().all(|&id| vocab.get(id).is_some())
@@ -1171,8 +1172,8 @@ pub struct BatchEntry<'a> {
 /// `states[entries[i].slot]`, and fills the entry's `out` (a range of the returned text) and
 /// `fed`. An error names the first failing entry, and leaves every state as it was.
 ///
-/// `safe` says that no stream can fail (the caller checked while locking: each is open, in
-/// replace mode, given once, and its ids are in its vocabulary): then the batch is one pass
+/// `safe` says that no stream can fail (the caller checked while locking: each is given once
+/// and [`AnyTokenStream::cannot_fail`]): then the batch is one pass
 /// over the real states. Otherwise only the streams that can fail run on copies first; their
 /// outputs are kept, and the copies become the real states once every entry has succeeded.
 pub fn feed_batch<S: DerefMut<Target = AnyTokenStream>>(

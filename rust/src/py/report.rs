@@ -20,6 +20,11 @@ pub(super) trait Reports: pyo3::PyClass {
     fn stop_report(slf: &Bound<'_, Self>, detail: Detail) -> PyResult<StopReport>;
 }
 
+/// The report without its texts: what `stopped`, `stop_index` and `stop_reason` read.
+pub(super) fn status<T: Reports>(slf: &Bound<'_, T>) -> PyResult<StopReport> {
+    T::stop_report(slf, Detail::Status)
+}
+
 /// `stop_sequence`: a composed list's matched text, a literal list's item as given.
 pub(super) fn stop_sequence<T: Reports>(slf: &Bound<'_, T>) -> PyResult<Option<Py<PyAny>>> {
     let report = T::stop_report(slf, Detail::Matched)?;
@@ -55,7 +60,7 @@ macro_rules! reports {
 
             #[getter]
             fn stopped(slf: &::pyo3::Bound<'_, Self>) -> ::pyo3::PyResult<bool> {
-                Ok(<Self as $crate::py::report::Reports>::stop_report(slf, $crate::Detail::Status)?.stopped)
+                Ok($crate::py::report::status(slf)?.stopped)
             }
 
             #[getter]
@@ -67,14 +72,14 @@ macro_rules! reports {
 
             #[getter]
             fn stop_index(slf: &::pyo3::Bound<'_, Self>) -> ::pyo3::PyResult<Option<usize>> {
-                Ok(<Self as $crate::py::report::Reports>::stop_report(slf, $crate::Detail::Status)?.status.index())
+                Ok($crate::py::report::status(slf)?.status.index())
             }
 
             #[getter]
             fn stop_reason(
                 slf: &::pyo3::Bound<'_, Self>,
             ) -> ::pyo3::PyResult<Option<&'static str>> {
-                Ok(<Self as $crate::py::report::Reports>::stop_report(slf, $crate::Detail::Status)?.reason)
+                Ok($crate::py::report::status(slf)?.reason)
             }
 
             #[getter]

@@ -12,7 +12,8 @@ use super::errors::{map_error, type_name};
 use super::items::{Regex, Stop};
 use super::try_lock;
 use crate::lock::TryLock;
-use crate::{same_stops, CompiledStops, Recent, Status, StopKind, StopSet, StopSpec};
+use crate::recent::{same_stops, Recent};
+use crate::{CompiledStops, Status, StopKind, StopSet, StopSpec};
 
 /// A stop list as given (kept for `stops`, `stop_sequence`) and compiled: `stopstream.StopSet`.
 ///
