@@ -98,6 +98,7 @@ PUBLIC: dict[str, list[str]] = {
         "StopReason",
         "find_stop",
         "held_suffix_length",
+        "reference_tokenizer_tokens",
         "reference_truncate",
         "validate_stops",
     ],

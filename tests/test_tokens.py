@@ -13,19 +13,20 @@
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
 import stopstream
 import tokenizer_support
 from hypothesis_profiles import examples
-from stopstream import _vocab
-from stopstream.reference import ReferenceTokenStopFilter
+from stopstream import _core, _vocab
+from stopstream.reference import ReferenceTokenStopFilter, reference_tokenizer_tokens
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,132 @@ def test_unsupported_decoders_are_named() -> None:
         stopstream.Vocab.from_tokenizers(tok)
     with pytest.raises(TypeError):
         stopstream.Vocab.from_tokenizers(object())
+
+
+def _reference_tokens(tok: Tokenizer) -> tuple[list[bytes | None], list[int], bool]:
+    return reference_tokenizer_tokens(
+        json.loads(tok.to_str()),
+        tok.get_vocab(with_added_tokens=True),
+        tok.get_vocab_size(with_added_tokens=True),
+    )
+
+
+def _with_decoder(decoder: object) -> Tokenizer:
+    tok = Tokenizer.from_str(tokenizer_support.byte_fallback().to_str())
+    tok.decoder = decoder  # type: ignore[assignment]
+    return tok
+
+
+@functools.cache
+def _decoder_cases() -> dict[str, Tokenizer]:
+    from tokenizers import decoders
+
+    return {
+        "byte_level": tokenizer_support.byte_level(),
+        "byte_fallback": tokenizer_support.byte_fallback(),
+        "metaspace_always": _with_decoder(decoders.Metaspace("\u2581", "always")),
+        "metaspace_first": _with_decoder(decoders.Metaspace("_", "first")),
+        "metaspace_never": _with_decoder(decoders.Metaspace("\u2581", "never")),
+        "sequence_of_byte_level": _with_decoder(decoders.Sequence([decoders.ByteLevel()])),
+        "sequence_no_strip": _with_decoder(
+            decoders.Sequence([decoders.Replace("\u2581", " "), decoders.Fuse()])
+        ),
+    }
+
+
+@pytest.mark.parametrize("name", list(_decoder_cases()))
+def test_tokenizer_vocabularies_equal_the_reference(name: str) -> None:
+    """Every id's bytes, the special ids and the leading-space rule, for each decoder kind,
+    equal the plain reference's reading of the same tokenizer."""
+    tok = _decoder_cases()[name]
+    assert _vocab.tokenizers_tokens(tok) == _reference_tokens(tok)
+
+
+_TOKEN_CHARS = st.one_of(
+    st.characters(codec="utf-8"),
+    st.sampled_from(["\u2581", "_", " ", "\u0120", "\u010a", "\u0100", "\u0143", "\ud800"]),
+)
+_TOKENS = st.one_of(
+    st.text(_TOKEN_CHARS, max_size=8),
+    st.integers(0, 255).map(lambda b: f"<0x{b:02X}>"),
+    st.integers(0, 255).map(lambda b: f"<0x{b:02x}>"),
+)
+_STRINGS = st.sampled_from(["\u2581", " ", "_", "", "ab", "\u00e9"])
+
+
+def _replace(old: str, new: str) -> dict[str, object]:
+    return {"type": "Replace", "pattern": {"String": old}, "content": new}
+
+
+_PARTS = st.one_of(
+    st.builds(_replace, _STRINGS, _STRINGS),
+    st.just({"type": "Replace", "pattern": {"Regex": " "}, "content": "_"}),
+    st.just({"type": "ByteFallback"}),
+    st.just({"type": "Fuse"}),
+    st.builds(
+        lambda content, start, stop: {
+            "type": "Strip",
+            "content": content,
+            "start": start,
+            "stop": stop,
+        },
+        st.sampled_from([" ", "x"]),
+        st.integers(0, 2),
+        st.integers(0, 1),
+    ),
+    st.just({"type": "CTC", "pad_token": "<pad>", "cleanup": True}),
+    st.just({"type": "ByteLevel"}),
+    st.just({"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first"}),
+)
+_DECODERS = st.one_of(
+    st.just({"type": "ByteLevel", "add_prefix_space": True}),
+    st.builds(
+        lambda replacement, scheme, legacy: {
+            "type": "Metaspace",
+            "replacement": replacement,
+            **({} if scheme is None else {"prepend_scheme": scheme}),
+            **({} if legacy is None else {"add_prefix_space": legacy}),
+        },
+        _STRINGS.filter(bool),
+        st.sampled_from([None, "always", "first", "never"]),
+        st.sampled_from([None, True, False]),
+    ),
+    st.builds(lambda parts: {"type": "Sequence", "decoders": parts}, st.lists(_PARTS, max_size=5)),
+    st.just({"type": "WordPiece", "prefix": "##", "cleanup": True}),
+    st.none(),
+)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@example(  # an empty pattern goes around every character, not every byte
+    decoder={"type": "Sequence", "decoders": [_replace("", "_")]}, tokens=["é"], special=[], extra=0
+)
+@given(
+    decoder=_DECODERS,
+    tokens=st.lists(_TOKENS, max_size=12, unique=True),
+    special=st.lists(st.booleans(), max_size=12),
+    extra=st.integers(0, 3),
+)
+def test_decoders_equal_the_reference(
+    decoder: dict[str, object] | None, tokens: list[str], special: list[bool], extra: int
+) -> None:
+    """Random decoder chains, supported or not, over random tokens (lone surrogates, byte-level
+    characters, byte tokens in either case): the same bytes, special ids, leading-space rule,
+    or the same ``ValueError``."""
+    vocab = {t: i * 2 for i, t in enumerate(tokens)}  # odd ids unassigned
+    config = {
+        "added_tokens": [{"id": i * 2, "special": s} for i, s in enumerate(special)],
+        "decoder": decoder,
+    }
+    size = len(tokens) + extra
+    try:
+        want = reference_tokenizer_tokens(config, vocab, size)
+    except ValueError as e:
+        with pytest.raises(ValueError) as got:
+            _core._tokenizer_tokens(json.dumps(config), vocab, size)
+        assert str(got.value) == str(e)
+        return
+    assert _core._tokenizer_tokens(json.dumps(config), vocab, size) == want
 
 
 # ---------------------------------------------------------------------------------------------

@@ -547,8 +547,9 @@ def feed_batch(
 
 # ---------------------------------------------------------------------------------------------
 # Private machinery: the native parts of the package's own drivers (``stopstream._lifecycle``,
-# ``stopstream.sse``, the provider adapters). Importable by name, absent from ``__all__``, and
-# not part of the API: they change with the package.
+# ``stopstream.sse``, the provider adapters) and readers (``stopstream.Vocab.from_tokenizers``).
+# Importable by name, absent from ``__all__``, and not part of the API: they change with the
+# package.
 
 @disjoint_base
 class SyncDriver:
@@ -758,3 +759,12 @@ class _SSEStage:
     @property
     def partial(self) -> bool:
         """Some of an unfinished block has been received."""
+
+def _tokenizer_tokens(
+    config: str, vocab: dict[str, int], size: int, /
+) -> tuple[list[bytes | None], list[int], bool]:
+    """What ``stopstream.Vocab.from_tokenizers`` reads: every id's bytes (``None`` for an
+    unassigned id), the special ids in ascending order and whether the decoder drops the first
+    space, from a tokenizer's JSON (``to_str()``), its ``get_vocab(with_added_tokens=True)``
+    and its ``get_vocab_size(with_added_tokens=True)``. An unsupported decoder is a
+    ``ValueError`` naming it."""

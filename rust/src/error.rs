@@ -21,6 +21,7 @@ enum ErrorKind {
     Finished,
     Token { position: usize, id: i64 },
     VocabTooLarge { total: usize },
+    Tokenizer { message: String },
 }
 
 /// Details of a UTF-8 decoding failure, shaped like Python's `UnicodeDecodeError`.
@@ -120,6 +121,16 @@ impl Error {
         matches!(self.kind, ErrorKind::VocabTooLarge { .. })
     }
 
+    pub(crate) fn tokenizer(message: String) -> Error {
+        Error { kind: ErrorKind::Tokenizer { message } }
+    }
+
+    /// Whether a tokenizer's JSON could not be read: a decoder with no per-token bytes (named
+    /// in the message), or a document that is not a JSON object.
+    pub fn is_tokenizer(&self) -> bool {
+        matches!(self.kind, ErrorKind::Tokenizer { .. })
+    }
+
     /// Whether input was fed to a stream after it was finished.
     pub fn is_finished(&self) -> bool {
         matches!(self.kind, ErrorKind::Finished)
@@ -153,6 +164,7 @@ impl fmt::Display for Error {
             ErrorKind::VocabTooLarge { total } => {
                 write!(f, "vocabulary too large ({total}+ bytes of token text; the limit is 2^32)")
             }
+            ErrorKind::Tokenizer { message } => f.write_str(message),
         }
     }
 }

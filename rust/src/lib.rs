@@ -15,7 +15,8 @@
 //! Serving engines hold token ids rather than text: a [`Vocab`] and a [`TokenStream`] decode
 //! ids and match in one pass (over a [`ByteStream`], with either matcher: literal stops or the
 //! composed [`Matcher`]), and report how many input tokens the emitted text covers, so that
-//! text, ids and logprobs stay aligned.
+//! text, ids and logprobs stay aligned. A [`TokenDecoder`] reads the per-token bytes of a
+//! Hugging Face `tokenizers` vocabulary from the tokenizer's own JSON.
 //!
 //! ```
 //! use stopstream::{StopSet, TextStream, Status};
@@ -59,6 +60,7 @@
 mod automaton;
 mod byteset;
 mod compiled;
+mod decoder;
 pub mod drive;
 mod error;
 mod filter;
@@ -85,6 +87,7 @@ mod recent;
 pub use crate::automaton::{Hit, Step};
 pub use crate::byteset::{byte_set, HEAD};
 pub use crate::compiled::{CompiledStops, Fired};
+pub use crate::decoder::{TokenDecoder, TokenizerJson};
 pub use crate::error::{DecodeError, Error};
 pub use crate::filter::{
     pack_tail, unpack_tail, Detail, Filter, Output, Report, Saved, StopReport,

@@ -80,8 +80,15 @@ fn lock<'a, T>(py: Python<'_>, m: &'a TryLock<T>) -> PyResult<Guard<'a, T>> {
 }
 
 /// Names of the module that are the package's own machinery, not its API.
-const PRIVATE: [&str; 6] =
-    ["AsyncDriver", "AsyncPullStep", "SyncDriver", "_FilterStage", "_SDKStage", "_SSEStage"];
+const PRIVATE: [&str; 7] = [
+    "AsyncDriver",
+    "AsyncPullStep",
+    "SyncDriver",
+    "_FilterStage",
+    "_SDKStage",
+    "_SSEStage",
+    "_tokenizer_tokens",
+];
 
 /// The compiled part of `stopstream`.
 #[pymodule]
@@ -101,6 +108,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sdk::SdkStage>()?;
     m.add_function(wrap_pyfunction!(truncate::truncate, m)?)?;
     m.add_class::<tokens::Vocab>()?;
+    m.add_function(wrap_pyfunction!(tokens::tokenizer_tokens, m)?)?;
     m.add_class::<tokens::TokenPiece>()?;
     m.add_class::<tokens::TokenStopFilter>()?;
     m.add_function(wrap_pyfunction!(tokens::feed_batch, m)?)?;

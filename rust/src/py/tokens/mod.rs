@@ -45,7 +45,7 @@ mod vocab;
 
 pub(super) use batch::feed_batch;
 pub(super) use filter::TokenStopFilter;
-pub(super) use vocab::{TokenPiece, Vocab};
+pub(super) use vocab::{tokenizer_tokens, TokenPiece, Vocab};
 
 use pyo3::exceptions::{PyException, PyTypeError, PyUnicodeDecodeError, PyValueError};
 use pyo3::prelude::*;

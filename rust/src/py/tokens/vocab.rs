@@ -6,10 +6,10 @@ use std::sync::OnceLock;
 use pyo3::exceptions::{PyMemoryError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
-use super::super::convert::make_str;
-use super::super::errors::type_name;
+use super::super::convert::{make_str, str_bytes};
+use super::super::errors::{map_error, type_name};
 use super::Ids;
 use crate::Fed;
 
@@ -208,6 +208,33 @@ impl Vocab {
     fn __repr__(&self) -> String {
         format!("Vocab(<{} ids>)", self.inner.len())
     }
+}
+
+/// Every id's bytes (`None` for an unassigned id), the special ids and the leading-space rule
+/// of a `tokenizers` vocabulary: its JSON (`to_str()`), its `get_vocab(with_added_tokens=True)`
+/// and its size; the readers are the core's ([`crate::TokenDecoder`]).
+#[pyfunction]
+#[pyo3(name = "_tokenizer_tokens", signature = (config, vocab, size, /))]
+pub(crate) fn tokenizer_tokens<'py>(
+    py: Python<'py>,
+    config: &Bound<'py, PyString>,
+    vocab: &Bound<'py, PyDict>,
+    size: usize,
+) -> PyResult<(Bound<'py, PyList>, Vec<i64>, bool)> {
+    let read = crate::TokenDecoder::read_tokenizer(config.to_str()?.as_bytes());
+    let crate::TokenizerJson { decoder, special } = read.map_err(|e| map_error(py, &e))?;
+    let mut tokens: Vec<Option<Bound<'py, PyBytes>>> = vec![None; size];
+    let mut bytes = Vec::new();
+    for (token, id) in vocab {
+        let id: usize = id.extract()?;
+        bytes.clear();
+        decoder.decode(&str_bytes(token.cast::<PyString>()?)?, &mut bytes);
+        if id >= tokens.len() {
+            tokens.resize(id + 1, None);
+        }
+        tokens[id] = Some(PyBytes::new(py, &bytes));
+    }
+    Ok((PyList::new(py, tokens)?, special, decoder.strips_leading_space()))
 }
 
 /// What one `feed` released: `text` to emit and how many input `tokens` it covers.

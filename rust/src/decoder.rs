@@ -1,0 +1,511 @@
+//! [`TokenDecoder`]: how a Hugging Face `tokenizers` decoder turns one token's string into the
+//! bytes it stands for, read from the tokenizer's own JSON (`Tokenizer.to_str()`).
+//!
+//! Per token, not per sequence: a decoder that rewrites a whole sequence (WordPiece's `##`
+//! joins, CTC's de-duplication) has no per-token bytes, so it is an error naming it. The
+//! supported ones cover byte-level BPE (GPT-2 and its descendants) and SentencePiece-style
+//! vocabularies: `ByteLevel`, `Metaspace`, and `Sequence` chains of `Replace`, `ByteFallback`,
+//! `Fuse` and `Strip` (one leading space).
+//!
+//! Decoding a 100k-id byte-level vocabulary here takes a few milliseconds; the same rules in
+//! Python took about 190 of the 260 ms that reading it took.
+
+use std::fmt::Write as _;
+
+use jiter::{Jiter, JsonValue};
+
+use crate::error::Error;
+
+/// How one token's string becomes bytes, and whether the decoder drops the first space of a
+/// sequence's text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TokenDecoder {
+    kind: Kind,
+    strip: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Kind {
+    /// GPT-2's byte-level alphabet: each character of [`byte_level`]'s table stands for one
+    /// byte; any other character is its own UTF-8.
+    ByteLevel,
+    /// The replacements in order (Metaspace's is its replacement character by a space), then
+    /// UTF-8; with `byte_fallback`, a `<0xNN>` token is the single byte `NN`.
+    Replace { replacements: Vec<(String, String)>, byte_fallback: bool },
+}
+
+/// A `tokenizers` JSON read: its decoder and the ids of its special added tokens, sorted.
+#[derive(Debug)]
+pub struct TokenizerJson {
+    /// The decoder.
+    pub decoder: TokenDecoder,
+    /// The ids of the added tokens marked special, in ascending order.
+    pub special: Vec<i64>,
+}
+
+/// A JSON object's fields, in order (a repeated key's last value is its value, as in Python).
+type Object<'j> = [(std::borrow::Cow<'j, str>, JsonValue<'j>)];
+
+/// The value of `key` in `object`.
+fn get<'a, 'j>(object: &'a Object<'j>, key: &str) -> Option<&'a JsonValue<'j>> {
+    object.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v)
+}
+
+impl TokenDecoder {
+    /// Reads a tokenizer's JSON (`Tokenizer.to_str()`): its `decoder` and its special
+    /// `added_tokens`. The rest of the document (the model's vocabulary, megabytes of it) is
+    /// skipped without being built.
+    ///
+    /// # Errors
+    ///
+    /// An unsupported decoder (named in the message), or a document that is not a JSON object.
+    pub fn read_tokenizer(json: &[u8]) -> Result<TokenizerJson, Error> {
+        let bad =
+            |e: jiter::JiterError| Error::tokenizer(format!("tokenizer JSON is invalid: {e}"));
+        let mut jiter = Jiter::new(json);
+        let (mut decoder, mut added) = (JsonValue::Null, JsonValue::Null);
+        let mut key = jiter.next_object().map_err(bad)?.map(str::to_owned);
+        while let Some(k) = key {
+            match k.as_str() {
+                "decoder" => decoder = jiter.next_value().map_err(bad)?,
+                "added_tokens" => added = jiter.next_value().map_err(bad)?,
+                _ => jiter.next_skip().map_err(bad)?,
+            }
+            key = jiter.next_key().map_err(bad)?.map(str::to_owned);
+        }
+        let mut special: Vec<i64> = match &added {
+            JsonValue::Array(tokens) => tokens
+                .iter()
+                .filter_map(|t| match t {
+                    JsonValue::Object(t) if truthy(get(t, "special")) => match get(t, "id") {
+                        Some(JsonValue::Int(id)) => Some(*id),
+                        _ => None,
+                    },
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        special.sort_unstable();
+        let JsonValue::Object(decoder) = decoder else {
+            return Err(Error::tokenizer("unsupported decoder: the tokenizer has none".into()));
+        };
+        Ok(TokenizerJson { decoder: TokenDecoder::from_config(&decoder)?, special })
+    }
+
+    /// The decoder a `decoder` object describes.
+    fn from_config(d: &Object<'_>) -> Result<TokenDecoder, Error> {
+        let byte_level = TokenDecoder { kind: Kind::ByteLevel, strip: false };
+        match type_of(d) {
+            Some("ByteLevel") => Ok(byte_level),
+            Some("Metaspace") => metaspace(d),
+            Some("Sequence") => {
+                let parts: &[JsonValue<'_>] = match get(d, "decoders") {
+                    Some(JsonValue::Array(parts)) => parts,
+                    _ => &[],
+                };
+                match parts {
+                    [JsonValue::Object(one)] if type_of(one) == Some("ByteLevel") => Ok(byte_level),
+                    [JsonValue::Object(one)] if type_of(one) == Some("Metaspace") => metaspace(one),
+                    _ => sentencepiece(parts),
+                }
+            }
+            other => {
+                Err(Error::tokenizer(format!("unsupported decoder: {}", other.unwrap_or("None"))))
+            }
+        }
+    }
+
+    /// Whether the decoder drops one space at the very start of a sequence's text.
+    pub fn strips_leading_space(&self) -> bool {
+        self.strip
+    }
+
+    /// Appends the bytes `token` stands for. `token` is UTF-8, or the UTF-8 of a string with
+    /// lone surrogates as Python's `surrogatepass` writes them, which pass through.
+    pub fn decode(&self, token: &[u8], out: &mut Vec<u8>) {
+        match &self.kind {
+            Kind::ByteLevel => {
+                let mut i = 0;
+                while i < token.len() {
+                    let (c, n) = match token[i] {
+                        b @ 0..=0x7F => (u32::from(b), 1),
+                        b @ 0xC0..=0xDF if i + 1 < token.len() => {
+                            ((u32::from(b & 0x1F) << 6) | u32::from(token[i + 1] & 0x3F), 2)
+                        }
+                        b => (u32::MAX, char_len(b)),
+                    };
+                    match BYTE_LEVEL.get(c as usize).copied().flatten() {
+                        Some(b) => out.push(b),
+                        None => out.extend_from_slice(&token[i..(i + n).min(token.len())]),
+                    }
+                    i += n;
+                }
+            }
+            Kind::Replace { replacements, byte_fallback } => {
+                if *byte_fallback {
+                    if let Some(b) = fallback_byte(token) {
+                        out.push(b);
+                        return;
+                    }
+                }
+                let mut text = token.to_vec();
+                for (old, new) in replacements {
+                    text = replace_all(&text, old.as_bytes(), new.as_bytes());
+                }
+                out.extend_from_slice(&text);
+            }
+        }
+    }
+}
+
+/// Byte-level BPE's alphabet, by code point: the byte each character stands for. The
+/// printable bytes (`!`..`~`, `¡`..`¬`, `®`..`ÿ`) stand for themselves; the other 68 are
+/// written as U+0100 onwards, in byte order.
+static BYTE_LEVEL: [Option<u8>; 324] = {
+    let mut table = [None; 324];
+    let mut extra = 0;
+    let mut b = 0;
+    while b < 256 {
+        let printable = matches!(b, 0x21..=0x7E | 0xA1..=0xAC | 0xAE..=0xFF);
+        #[allow(clippy::cast_possible_truncation, reason = "b < 256")]
+        if printable {
+            table[b] = Some(b as u8);
+        } else {
+            table[256 + extra] = Some(b as u8);
+            extra += 1;
+        }
+        b += 1;
+    }
+    table
+};
+
+/// The length of the UTF-8 sequence a leading byte starts (1 for a stray continuation byte).
+fn char_len(b: u8) -> usize {
+    match b {
+        0xC0..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        0xF0..=0xF7 => 4,
+        _ => 1,
+    }
+}
+
+/// The byte of a `<0xNN>` token (two hex digits, either case).
+fn fallback_byte(token: &[u8]) -> Option<u8> {
+    let [b'<', b'0', b'x', hi, lo, b'>'] = *token else { return None };
+    let hex = |d: u8| char::from(d).to_digit(16);
+    u8::try_from(hex(hi)? * 16 + hex(lo)?).ok()
+}
+
+/// `text` with every `old` replaced by `new`, left to right without overlaps, as `str.replace`
+/// does: an empty `old` is inserted around every character.
+fn replace_all(text: &[u8], old: &[u8], new: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len());
+    if old.is_empty() {
+        for (i, &b) in text.iter().enumerate() {
+            if i == 0 || !(0x80..0xC0).contains(&b) {
+                out.extend_from_slice(new);
+            }
+            out.push(b);
+        }
+        out.extend_from_slice(new);
+        return out;
+    }
+    let mut last = 0;
+    for at in memchr::memmem::find_iter(text, old) {
+        if at >= last {
+            out.extend_from_slice(&text[last..at]);
+            out.extend_from_slice(new);
+            last = at + old.len();
+        }
+    }
+    out.extend_from_slice(&text[last..]);
+    out
+}
+
+fn type_of<'a>(d: &'a Object<'_>) -> Option<&'a str> {
+    match get(d, "type") {
+        Some(JsonValue::Str(s)) => Some(s),
+        _ => None,
+    }
+}
+
+/// Python's truth of a JSON value.
+fn truthy(v: Option<&JsonValue<'_>>) -> bool {
+    match v {
+        None | Some(JsonValue::Null | JsonValue::Bool(false) | JsonValue::Int(0)) => false,
+        Some(JsonValue::Float(f)) => *f != 0.0,
+        Some(JsonValue::Str(s)) => !s.is_empty(),
+        Some(JsonValue::Array(a)) => !a.is_empty(),
+        Some(JsonValue::Object(o)) => !o.is_empty(),
+        Some(_) => true,
+    }
+}
+
+fn metaspace(d: &Object<'_>) -> Result<TokenDecoder, Error> {
+    let replacement = match get(d, "replacement") {
+        None => "\u{2581}".to_owned(),
+        Some(JsonValue::Str(s)) => s.to_string(),
+        Some(other) => {
+            return Err(Error::tokenizer(format!(
+                "unsupported decoder: Metaspace with replacement {}",
+                python_json(other)
+            )))
+        }
+    };
+    let strip = match get(d, "prepend_scheme") {
+        None | Some(JsonValue::Null) => truthy(get(d, "add_prefix_space")),
+        Some(JsonValue::Str(s)) => s == "always" || s == "first",
+        Some(_) => false,
+    };
+    let replacements = vec![(replacement, " ".to_owned())];
+    Ok(TokenDecoder { kind: Kind::Replace { replacements, byte_fallback: false }, strip })
+}
+
+/// A SentencePiece-style chain: `Replace` and `ByteFallback`, then `Fuse`, then a `Strip` of one
+/// leading space (or none).
+fn sentencepiece(parts: &[JsonValue<'_>]) -> Result<TokenDecoder, Error> {
+    let (mut replacements, mut byte_fallback, mut fused, mut strip) =
+        (Vec::new(), false, false, false);
+    for part in parts {
+        let JsonValue::Object(d) = part else { return Err(unsupported_part(part)) };
+        let int = |key| match get(d, key) {
+            Some(JsonValue::Int(n)) => Some(*n),
+            Some(JsonValue::Bool(b)) => Some(i64::from(*b)),
+            _ => None,
+        };
+        match type_of(d) {
+            Some("Replace") if !fused => {
+                let pattern = match get(d, "pattern") {
+                    Some(JsonValue::Object(p)) => Some(p),
+                    _ => None,
+                };
+                let Some(JsonValue::Str(old)) = pattern.and_then(|p| get(p, "String")) else {
+                    let kind = pattern.and_then(|p| p.first()).map_or("", |(k, _)| k.as_ref());
+                    return Err(Error::tokenizer(format!(
+                        "unsupported decoder: Replace with a {kind} pattern"
+                    )));
+                };
+                let Some(JsonValue::Str(new)) = get(d, "content") else {
+                    return Err(unsupported_part(part));
+                };
+                replacements.push((old.to_string(), new.to_string()));
+            }
+            Some("ByteFallback") if !fused => byte_fallback = true,
+            Some("Fuse") => fused = true,
+            Some("Strip")
+                if fused
+                    && matches!(get(d, "content"), Some(JsonValue::Str(s)) if s == " ")
+                    && matches!(int("start"), Some(0 | 1))
+                    && int("stop") == Some(0) =>
+            {
+                strip = int("start") == Some(1);
+            }
+            _ => return Err(unsupported_part(part)),
+        }
+    }
+    Ok(TokenDecoder { kind: Kind::Replace { replacements, byte_fallback }, strip })
+}
+
+fn unsupported_part(part: &JsonValue<'_>) -> Error {
+    Error::tokenizer(format!("unsupported decoder in Sequence: {}", python_json(part)))
+}
+
+/// `value` as Python's `json.dumps` writes it by default (`", "` and `": "` between items,
+/// non-ASCII escaped), for messages that quote a decoder.
+fn python_json(value: &JsonValue<'_>) -> String {
+    fn write(v: &JsonValue<'_>, out: &mut String) {
+        match v {
+            JsonValue::Null => out.push_str("null"),
+            JsonValue::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+            JsonValue::Int(n) => {
+                let _ = write!(out, "{n}");
+            }
+            JsonValue::Float(f) => {
+                let _ = write!(out, "{f:?}");
+            }
+            JsonValue::Str(s) => string(s, out),
+            JsonValue::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    out.push_str(if i == 0 { "" } else { ", " });
+                    write(item, out);
+                }
+                out.push(']');
+            }
+            JsonValue::Object(fields) => {
+                out.push('{');
+                for (i, (k, item)) in fields.iter().enumerate() {
+                    out.push_str(if i == 0 { "" } else { ", " });
+                    string(k, out);
+                    out.push_str(": ");
+                    write(item, out);
+                }
+                out.push('}');
+            }
+        }
+    }
+    fn string(s: &str, out: &mut String) {
+        out.push('"');
+        for c in s.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                '\u{8}' => out.push_str("\\b"),
+                '\u{c}' => out.push_str("\\f"),
+                ' '..='~' => out.push(c),
+                _ => {
+                    let mut units = [0; 2];
+                    for u in c.encode_utf16(&mut units) {
+                        let _ = write!(out, "\\u{u:04x}");
+                    }
+                }
+            }
+        }
+        out.push('"');
+    }
+    let mut out = String::new();
+    write(value, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(json: &str) -> Result<TokenizerJson, String> {
+        TokenDecoder::read_tokenizer(json.as_bytes()).map_err(|e| e.to_string())
+    }
+
+    fn decode(decoder: &str, token: &str) -> Vec<u8> {
+        let json = format!(r#"{{"model": {{"vocab": {{"a": 0}}}}, "decoder": {decoder}}}"#);
+        let mut out = Vec::new();
+        read(&json).unwrap().decoder.decode(token.as_bytes(), &mut out);
+        out
+    }
+
+    const SENTENCEPIECE: &str = r#"{"type": "Sequence", "decoders": [
+        {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+        {"type": "ByteFallback"}, {"type": "Fuse"},
+        {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}"#;
+
+    #[test]
+    fn tokens_decode_as_their_decoder_says() {
+        let byte_level = r#"{"type": "ByteLevel", "add_prefix_space": true}"#;
+        let metaspace = r#"{"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always"}"#;
+        let cases: &[(&str, &str, &[u8])] = &[
+            (byte_level, "Ġhello", b" hello"),
+            (byte_level, "ĊĊ", b"\n\n"),
+            (byte_level, "Ã©", "é".as_bytes()),
+            (byte_level, "ðŁĺĢ", "😀".as_bytes()),
+            (byte_level, "Ā", b"\x00"),
+            (byte_level, "ł", b"\xa0"),
+            (byte_level, "Ń", b"\xad"),
+            (byte_level, "<|endoftext|>", b"<|endoftext|>"),
+            (byte_level, "中", "中".as_bytes()),
+            (SENTENCEPIECE, "▁hello", b" hello"),
+            (SENTENCEPIECE, "<0x0A>", b"\n"),
+            (SENTENCEPIECE, "<0xe9>", b"\xe9"),
+            (SENTENCEPIECE, "<0xZZ>", b"<0xZZ>"),
+            (SENTENCEPIECE, "▁▁a▁", b"  a "),
+            (metaspace, "▁the", b" the"),
+            (metaspace, "<0x0A>", b"<0x0A>"),
+            (r#"{"type": "Sequence", "decoders": [{"type": "ByteLevel"}]}"#, "Ġa", b" a"),
+        ];
+        for (decoder, token, want) in cases {
+            assert_eq!(decode(decoder, token), *want, "{decoder} {token:?}");
+        }
+    }
+
+    #[test]
+    fn the_leading_space_rule() {
+        let cases = [
+            (r#"{"type": "ByteLevel"}"#, false),
+            (SENTENCEPIECE, true),
+            (&SENTENCEPIECE.replace(r#""start": 1"#, r#""start": 0"#), false),
+            (r#"{"type": "Metaspace", "prepend_scheme": "first"}"#, true),
+            (r#"{"type": "Metaspace", "prepend_scheme": "never"}"#, false),
+            (r#"{"type": "Metaspace", "add_prefix_space": true}"#, true),
+            (r#"{"type": "Metaspace"}"#, false),
+            (
+                r#"{"type": "Sequence", "decoders": [{"type": "Metaspace", "prepend_scheme": "always"}]}"#,
+                true,
+            ),
+        ];
+        for (decoder, strip) in cases {
+            let json = format!(r#"{{"decoder": {decoder}}}"#);
+            assert_eq!(read(&json).unwrap().decoder.strips_leading_space(), strip, "{decoder}");
+        }
+    }
+
+    #[test]
+    fn unsupported_decoders_are_named() {
+        let cases = [
+            (r#"{"decoder": null}"#, "unsupported decoder: the tokenizer has none"),
+            (r"{}", "unsupported decoder: the tokenizer has none"),
+            (
+                r###"{"decoder": {"type": "WordPiece", "prefix": "##"}}"###,
+                "unsupported decoder: WordPiece",
+            ),
+            (r#"{"decoder": {"kind": 1}}"#, "unsupported decoder: None"),
+            (
+                r#"{"decoder": {"type": "Sequence", "decoders": [{"type": "ByteFallback"}, {"type": "CTC", "pad_token": "<pad>", "cleanup": true}]}}"#,
+                r#"unsupported decoder in Sequence: {"type": "CTC", "pad_token": "<pad>", "cleanup": true}"#,
+            ),
+            (
+                r#"{"decoder": {"type": "Sequence", "decoders": [{"type": "Strip", "content": "é", "start": 1, "stop": 0}]}}"#,
+                r#"unsupported decoder in Sequence: {"type": "Strip", "content": "\u00e9", "start": 1, "stop": 0}"#,
+            ),
+            (
+                r#"{"decoder": {"type": "Sequence", "decoders": [{"type": "Fuse"}, {"type": "ByteFallback"}]}}"#,
+                r#"unsupported decoder in Sequence: {"type": "ByteFallback"}"#,
+            ),
+            (
+                r#"{"decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"Regex": " "}, "content": "_"}]}}"#,
+                "unsupported decoder: Replace with a Regex pattern",
+            ),
+            (r#"["not", "an", "object"]"#, "tokenizer JSON is invalid"),
+        ];
+        for (json, want) in cases {
+            let got = read(json).unwrap_err();
+            assert!(got.starts_with(want), "{json}: {got}");
+        }
+    }
+
+    #[test]
+    fn special_ids_are_the_special_added_tokens_sorted() {
+        let json = r#"{"added_tokens": [{"id": 7, "special": true}, {"id": 3, "special": false},
+            {"id": 2, "special": true}, {"id": 9}], "decoder": {"type": "ByteLevel"}}"#;
+        assert_eq!(read(json).unwrap().special, [2, 7]);
+    }
+
+    #[test]
+    fn the_byte_level_table_covers_every_byte_once() {
+        let mut seen = [false; 256];
+        for b in BYTE_LEVEL.iter().flatten() {
+            assert!(!seen[*b as usize]);
+            seen[*b as usize] = true;
+        }
+        assert!(seen.iter().all(|&s| s));
+        assert_eq!(BYTE_LEVEL[usize::from(b'A')], Some(b'A'));
+        assert_eq!(BYTE_LEVEL[0x120], Some(b' ')); // 'Ġ'
+    }
+
+    #[test]
+    fn replace_all_is_str_replace() {
+        let cases: &[(&str, &str, &str, &str)] = &[
+            ("aaa", "aa", "b", "ba"),
+            ("▁a▁", "▁", " ", " a "),
+            ("é", "", "-", "-é-"),
+            ("", "", "-", "-"),
+            ("abc", "x", "y", "abc"),
+        ];
+        for (text, old, new, want) in cases {
+            let got = replace_all(text.as_bytes(), old.as_bytes(), new.as_bytes());
+            assert_eq!(got, want.as_bytes(), "{text:?}.replace({old:?}, {new:?})");
+        }
+    }
+}
