@@ -28,6 +28,10 @@ contender does its full work each step). The outputs of all three are checked eq
 the CPU time of the calling thread (``time.thread_time_ns``: every contender, ``feed_batch``
 included, does its work on that thread, and on a shared machine other processes' work then does
 not count), with the garbage collector off, the fastest of several runs.
+
+Last, reading a vocabulary: ``Vocab.from_tokenizers`` over a byte-level vocabulary of about
+100k ids (pieces of the corpus's words) against the same reading with the decoder's rules in
+plain Python (``stopstream.reference``), as the package read one before the core did.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from __future__ import annotations
 import argparse
 import functools
 import gc
+import json
 import os
 import sys
 import time
@@ -46,12 +51,37 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from tokenizers.decoders import DecodeStream
 
 import stopstream
+from stopstream.reference import reference_tokenizer_tokens
 
 Piece = stopstream.TokenPiece
 
 T = TypeVar("T")
 STOPS = list(corpus.GUARD_RAIL)
 BATCHES = (1, 64, 256, 1024)
+
+
+def wide_tokenizer(size: int) -> Tokenizer:
+    """A byte-level BPE vocabulary of about ``size`` ids without merges, the pieces of the
+    corpus's words (up to 12 bytes), to time reading one as large as a model's."""
+    alphabet = {b: c for c, b in byte_level_alphabet().items()}
+    tokens: dict[str, int] = {}
+    for word in corpus.prose_text().encode("utf-8").split():
+        for start in range(len(word)):
+            for end in range(start + 1, min(len(word), start + 12) + 1):
+                token = "".join(alphabet[b] for b in word[start:end])
+                tokens.setdefault(token, len(tokens))
+        if len(tokens) >= size:
+            break
+    tok = Tokenizer(models.BPE(tokens, []))
+    tok.decoder = decoders.ByteLevel()
+    return tok
+
+
+def byte_level_alphabet() -> dict[str, int]:
+    """GPT-2's byte-level alphabet: the character standing for each byte."""
+    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    others = [b for b in range(256) if b not in printable]
+    return {**{chr(b): b for b in printable}, **{chr(256 + i): b for i, b in enumerate(others)}}
 
 
 def train_tokenizer() -> Tokenizer:
@@ -229,6 +259,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("| DecodeStream.step | TokenStopFilter.feed | feed ÷ step |")
     print("|---:|---:|---:|")
     print(f"| {decode:,.0f} | {feed:,.0f} | {feed / decode:.2f}x |")
+
+    # Reading a vocabulary: the core's decoder against the same rules in Python.
+    big = wide_tokenizer(100_000)
+    size = big.get_vocab_size(with_added_tokens=True)
+
+    def in_python(tok: Tokenizer) -> stopstream.Vocab:
+        config, words = json.loads(tok.to_str()), tok.get_vocab(with_added_tokens=True)
+        tokens, special, strip = reference_tokenizer_tokens(config, words, size)
+        return stopstream.Vocab(tokens, special=special, strip_leading_space=strip)
+
+    read = best_of(repeats, lambda: big, stopstream.Vocab.from_tokenizers) / 1e6
+    python = best_of(repeats, lambda: big, in_python) / 1e6
+    print(f"\n### Reading a {size:,}-id byte-level vocabulary, ms\n")
+    print("| Vocab.from_tokenizers | with the decoder's rules in Python | Python ÷ core |")
+    print("|---:|---:|---:|")
+    print(f"| {read:,.0f} | {python:,.0f} | {python / read:.1f}x |")
 
     at256 = next(r for r in rows if r[0] == 256)
     print("\nTargets: vLLM path ÷ feed_batch ≥ 50x at 256 streams;")
