@@ -163,6 +163,18 @@ def test_unsupported_decoders_are_named() -> None:
         stopstream.Vocab.from_tokenizers(object())
 
 
+@pytest.mark.parametrize(
+    ("vocab", "size"), [({}, 2**40), ({"a": 2**40}, 0), ({"a": 2**62}, 0), ({"a": 2**64 - 1}, 0)]
+)
+def test_vocabularies_no_memory_can_hold_are_memory_errors(
+    vocab: dict[str, int], size: int
+) -> None:
+    """A size, or an id, too large to allocate is ``MemoryError``, as a Python list's, never a
+    crash of the process."""
+    with pytest.raises(MemoryError):
+        _core._tokenizer_tokens('{"decoder": {"type": "ByteLevel"}}', vocab, size)
+
+
 def _reference_tokens(tok: Tokenizer) -> tuple[list[bytes | None], list[int], bool]:
     return reference_tokenizer_tokens(
         json.loads(tok.to_str()),
@@ -210,6 +222,7 @@ _TOKENS = st.one_of(
     st.text(_TOKEN_CHARS, max_size=8),
     st.integers(0, 255).map(lambda b: f"<0x{b:02X}>"),
     st.integers(0, 255).map(lambda b: f"<0x{b:02x}>"),
+    st.sampled_from(["<0xGG>", "<0x0g>", "<0xg0>", "<0x1>", "<0x123>"]),
 )
 _STRINGS = st.sampled_from(["\u2581", " ", "_", "", "ab", "\u00e9"])
 
@@ -230,7 +243,7 @@ _PARTS = st.one_of(
             "start": start,
             "stop": stop,
         },
-        st.sampled_from([" ", "x"]),
+        st.sampled_from([" ", "x", "\U0001f600", "\x7f", "\x01", '"\\']),
         st.integers(0, 2),
         st.integers(0, 1),
     ),
@@ -244,11 +257,11 @@ _DECODERS = st.one_of(
         lambda replacement, scheme, legacy: {
             "type": "Metaspace",
             "replacement": replacement,
-            **({} if scheme is None else {"prepend_scheme": scheme}),
+            **({} if scheme == "absent" else {"prepend_scheme": scheme}),
             **({} if legacy is None else {"add_prefix_space": legacy}),
         },
         _STRINGS.filter(bool),
-        st.sampled_from([None, "always", "first", "never"]),
+        st.sampled_from(["absent", None, "always", "first", "never"]),
         st.sampled_from([None, True, False]),
     ),
     st.builds(lambda parts: {"type": "Sequence", "decoders": parts}, st.lists(_PARTS, max_size=5)),
@@ -259,25 +272,57 @@ _DECODERS = st.one_of(
 
 @settings(max_examples=examples(300), deadline=None)
 @example(  # an empty pattern goes around every character, not every byte
-    decoder={"type": "Sequence", "decoders": [_replace("", "_")]}, tokens=["é"], special=[], extra=0
+    decoder={"type": "Sequence", "decoders": [_replace("", "_")]},
+    tokens=["é"],
+    special=[],
+    extra=0,
+    backwards=False,
+)
+@example(  # a quoted part: astral characters as surrogate pairs, DEL and controls escaped
+    decoder={
+        "type": "Sequence",
+        "decoders": [{"type": "Fuse"}, {"type": "Strip", "content": "\U0001f600\x7f\x01"}],
+    },
+    tokens=[],
+    special=[],
+    extra=0,
+    backwards=False,
+)
+@example(  # `prepend_scheme: null` falls back to `add_prefix_space`
+    decoder={"type": "Metaspace", "prepend_scheme": None, "add_prefix_space": True},
+    tokens=[],
+    special=[],
+    extra=0,
+    backwards=False,
+)
+@example(  # not a byte token: `g` is no hex digit
+    decoder={"type": "Sequence", "decoders": [{"type": "ByteFallback"}]},
+    tokens=["<0x0g>"],
+    special=[],
+    extra=0,
+    backwards=False,
 )
 @given(
     decoder=_DECODERS,
     tokens=st.lists(_TOKENS, max_size=12, unique=True),
     special=st.lists(st.booleans(), max_size=12),
     extra=st.integers(0, 3),
+    backwards=st.booleans(),
 )
 def test_decoders_equal_the_reference(
-    decoder: dict[str, object] | None, tokens: list[str], special: list[bool], extra: int
+    decoder: dict[str, object] | None,
+    tokens: list[str],
+    special: list[bool],
+    extra: int,
+    backwards: bool,
 ) -> None:
     """Random decoder chains, supported or not, over random tokens (lone surrogates, byte-level
-    characters, byte tokens in either case): the same bytes, special ids, leading-space rule,
-    or the same ``ValueError``."""
+    characters, byte tokens in either case and near misses), special tokens in either order:
+    the same bytes, special ids, leading-space rule, or the same ``ValueError`` message (which
+    quotes an unsupported part as ``json.dumps`` writes it)."""
     vocab = {t: i * 2 for i, t in enumerate(tokens)}  # odd ids unassigned
-    config = {
-        "added_tokens": [{"id": i * 2, "special": s} for i, s in enumerate(special)],
-        "decoder": decoder,
-    }
+    added = [{"id": i * 2, "special": s} for i, s in enumerate(special)]
+    config = {"added_tokens": added[::-1] if backwards else added, "decoder": decoder}
     size = len(tokens) + extra
     try:
         want = reference_tokenizer_tokens(config, vocab, size)

@@ -223,14 +223,23 @@ pub(crate) fn tokenizer_tokens<'py>(
 ) -> PyResult<(Bound<'py, PyList>, Vec<i64>, bool)> {
     let read = crate::TokenDecoder::read_tokenizer(config.to_str()?.as_bytes());
     let crate::TokenizerJson { decoder, special } = read.map_err(|e| map_error(py, &e))?;
-    let mut tokens: Vec<Option<Bound<'py, PyBytes>>> = vec![None; size];
+    // An id past the vocabulary's size grows it, as the id says; sizes no allocation can
+    // hold are `MemoryError`, as a Python list's.
+    let too_large = || PyMemoryError::new_err("vocabulary too large for memory");
+    let mut tokens: Vec<Option<Bound<'py, PyBytes>>> = Vec::new();
+    let grow = |tokens: &mut Vec<_>, len: usize| {
+        tokens.try_reserve_exact(len.saturating_sub(tokens.len())).map_err(|_| too_large())?;
+        tokens.resize(len, None);
+        Ok::<_, PyErr>(())
+    };
+    grow(&mut tokens, size)?;
     let mut bytes = Vec::new();
     for (token, id) in vocab {
         let id: usize = id.extract()?;
         bytes.clear();
         decoder.decode(&str_bytes(token.cast::<PyString>()?)?, &mut bytes);
         if id >= tokens.len() {
-            tokens.resize(id + 1, None);
+            grow(&mut tokens, id.checked_add(1).ok_or_else(too_large)?)?;
         }
         tokens[id] = Some(PyBytes::new(py, &bytes));
     }
