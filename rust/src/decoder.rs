@@ -336,9 +336,10 @@ fn python_json(value: &JsonValue<'_>) -> String {
             JsonValue::Int(n) => {
                 let _ = write!(out, "{n}");
             }
-            JsonValue::Float(f) => {
+            JsonValue::Float(f) if f.is_finite() => {
                 let _ = write!(out, "{f:?}");
             }
+            JsonValue::Float(f) => out.push_str(if *f > 0.0 { "Infinity" } else { "-Infinity" }),
             JsonValue::Str(s) => string(s, out),
             JsonValue::Array(items) => {
                 out.push('[');
