@@ -8,14 +8,15 @@
 //! `Fuse` and `Strip` (one leading space).
 //!
 //! Reading a 100k-id byte-level vocabulary here, the bytes objects for Python included, takes
-//! 10–13 ms; the same rules in Python took 150 ms, and parsing the JSON with `json.loads` 33
-//! (`benches/tokens.py`'s vocabulary; the model's vocabulary is skipped, not parsed).
+//! 14–17 ms; the same rules in Python took 150 ms, and parsing the JSON with `json.loads` 33
+//! (`benches/tokens.py`'s vocabulary; the model's vocabulary is walked over, not built).
 
 use std::fmt::Write as _;
 
-use jiter::{Jiter, JsonValue};
+use jiter::{Jiter, JiterError, Peek};
 
 use crate::error::Error;
+use crate::utf8::char_len;
 
 /// How one token's string becomes bytes, and whether the decoder drops the first space of a
 /// sequence's text.
@@ -44,50 +45,133 @@ pub struct TokenizerJson {
     pub special: Vec<i64>,
 }
 
+/// A JSON value of a decoder or an added token, as [`read_value`] reads it.
+#[derive(Clone, Debug, PartialEq)]
+enum Value {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    Array(Vec<Value>),
+    Object(Vec<(String, Value)>),
+}
+
 /// A JSON object's fields, in order. A repeated key's value is its last, as `json.loads` reads
 /// it (a message quoting the object shows every copy; `tokenizers` writes none).
-type Object<'j> = [(std::borrow::Cow<'j, str>, JsonValue<'j>)];
+type Object = [(String, Value)];
 
 /// The value of `key` in `object`.
-fn get<'a, 'j>(object: &'a Object<'j>, key: &str) -> Option<&'a JsonValue<'j>> {
+fn get<'a>(object: &'a Object, key: &str) -> Option<&'a Value> {
     object.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v)
+}
+
+/// How deep a decoder's JSON may nest (`jiter`'s own limit for its values).
+const DEPTH: usize = 200;
+
+/// Reads the next JSON value; with `keep` false, only walks over it (and gives `Null`).
+///
+/// Only with calls of `jiter` whose inlining into the SSE scanner (`sse/shape.rs`) does not
+/// depend on them: objects are walked with the `_bytes` key steps (a key is `tokenizers`'
+/// field name, never escaped), numbers read as text, and nothing is skipped with `next_skip`.
+/// Given a second caller of `next_object`, `next_key`, `next_skip` or the integer parser, fat
+/// LTO stopped inlining them into the scanner, which then took 219 more instructions an event
+/// of `sse.wrap_openai` (5,032 against 4,813 in the native module, callgrind).
+fn read_value(j: &mut Jiter<'_>, depth: usize, keep: bool) -> Result<Value, String> {
+    let text = |e: JiterError| e.to_string();
+    if depth > DEPTH {
+        return Err("recursion limit exceeded".into());
+    }
+    let peek = j.peek().map_err(text)?;
+    let value = match peek {
+        Peek::Null => j.known_null().map(|()| Value::Null).map_err(text)?,
+        Peek::True | Peek::False => Value::Bool(j.known_bool(peek).map_err(text)?),
+        Peek::String => {
+            let s = j.known_str().map_err(text)?;
+            if keep {
+                Value::Str(s.to_owned())
+            } else {
+                Value::Null
+            }
+        }
+        Peek::Array => {
+            let mut items = Vec::new();
+            let mut next = j.known_array().map_err(text)?;
+            while next.is_some() {
+                let item = read_value(j, depth + 1, keep)?;
+                if keep {
+                    items.push(item);
+                }
+                next = j.array_step().map_err(text)?;
+            }
+            Value::Array(items)
+        }
+        Peek::Object => {
+            let mut fields = Vec::new();
+            let mut key = j.next_object_bytes().map_err(text)?.map(<[u8]>::to_vec);
+            while let Some(k) = key {
+                let value = read_value(j, depth + 1, keep)?;
+                if keep {
+                    fields.push((String::from_utf8_lossy(&k).into_owned(), value));
+                }
+                key = j.next_key_bytes().map_err(text)?.map(<[u8]>::to_vec);
+            }
+            Value::Object(fields)
+        }
+        _ => {
+            let number = j.next_number_bytes().map_err(text)?;
+            let number = std::str::from_utf8(number).unwrap_or_default();
+            if number.contains(['.', 'e', 'E']) {
+                Value::Float(number.parse().map_err(|_| "number out of range")?)
+            } else if keep {
+                Value::Int(number.parse().map_err(|_| "number out of range")?)
+            } else {
+                Value::Null
+            }
+        }
+    };
+    Ok(if keep { value } else { Value::Null })
 }
 
 impl TokenDecoder {
     /// Reads a tokenizer's JSON (`Tokenizer.to_str()`): its `decoder` and its special
     /// `added_tokens`. The rest of the document (the model's vocabulary, megabytes of it) is
-    /// skipped without being built.
+    /// walked over without being built.
     ///
     /// # Errors
     ///
     /// A decoder that is not supported or cannot be read (named, or quoted, in the message), or
     /// a document that is not one JSON object.
     pub fn read_tokenizer(json: &[u8]) -> Result<TokenizerJson, Error> {
-        let bad =
-            |e: jiter::JiterError| Error::tokenizer(format!("tokenizer JSON is invalid: {e}"));
+        let bad = |e: JiterError| Error::tokenizer(format!("tokenizer JSON is invalid: {e}"));
         // A decoder's numbers beyond 64 bits (which `tokenizers` could write for a `Strip`)
         // are valid JSON that this reader does not take: the decoder is unsupported.
-        let unread = |e: jiter::JiterError| {
-            Error::tokenizer(format!("unsupported decoder: cannot read it ({e})"))
-        };
+        let unread =
+            |e: String| Error::tokenizer(format!("unsupported decoder: cannot read it ({e})"));
         let mut jiter = Jiter::new(json);
-        let (mut decoder, mut added) = (JsonValue::Null, JsonValue::Null);
-        let mut key = jiter.next_object().map_err(bad)?.map(str::to_owned);
+        let (mut decoder, mut added) = (Value::Null, Value::Null);
+        let mut key = jiter.next_object_bytes().map_err(bad)?.map(<[u8]>::to_vec);
         while let Some(k) = key {
-            match k.as_str() {
-                "decoder" => decoder = jiter.next_value().map_err(unread)?,
-                "added_tokens" => added = jiter.next_value().map_err(bad)?,
-                _ => jiter.next_skip().map_err(bad)?,
+            match &k[..] {
+                b"decoder" => decoder = read_value(&mut jiter, 0, true).map_err(unread)?,
+                b"added_tokens" => {
+                    added = read_value(&mut jiter, 0, true)
+                        .map_err(|e| Error::tokenizer(format!("tokenizer JSON is invalid: {e}")))?;
+                }
+                _ => {
+                    read_value(&mut jiter, 0, false)
+                        .map_err(|e| Error::tokenizer(format!("tokenizer JSON is invalid: {e}")))?;
+                }
             }
-            key = jiter.next_key().map_err(bad)?.map(str::to_owned);
+            key = jiter.next_key_bytes().map_err(bad)?.map(<[u8]>::to_vec);
         }
         jiter.finish().map_err(bad)?;
         let mut special: Vec<i64> = match &added {
-            JsonValue::Array(tokens) => tokens
+            Value::Array(tokens) => tokens
                 .iter()
                 .filter_map(|t| match t {
-                    JsonValue::Object(t) if truthy(get(t, "special")) => match get(t, "id") {
-                        Some(JsonValue::Int(id)) => Some(*id),
+                    Value::Object(t) if truthy(get(t, "special")) => match get(t, "id") {
+                        Some(Value::Int(id)) => Some(*id),
                         _ => None,
                     },
                     _ => None,
@@ -96,26 +180,26 @@ impl TokenDecoder {
             _ => Vec::new(),
         };
         special.sort_unstable();
-        let JsonValue::Object(decoder) = decoder else {
+        let Value::Object(decoder) = decoder else {
             return Err(Error::tokenizer("unsupported decoder: the tokenizer has none".into()));
         };
         Ok(TokenizerJson { decoder: TokenDecoder::from_config(&decoder)?, special })
     }
 
     /// The decoder a `decoder` object describes.
-    fn from_config(d: &Object<'_>) -> Result<TokenDecoder, Error> {
+    fn from_config(d: &Object) -> Result<TokenDecoder, Error> {
         let byte_level = TokenDecoder { kind: Kind::ByteLevel, strip: false };
         match type_of(d) {
             Some("ByteLevel") => Ok(byte_level),
             Some("Metaspace") => metaspace(d),
             Some("Sequence") => {
-                let parts: &[JsonValue<'_>] = match get(d, "decoders") {
-                    Some(JsonValue::Array(parts)) => parts,
+                let parts: &[Value] = match get(d, "decoders") {
+                    Some(Value::Array(parts)) => parts,
                     _ => &[],
                 };
                 match parts {
-                    [JsonValue::Object(one)] if type_of(one) == Some("ByteLevel") => Ok(byte_level),
-                    [JsonValue::Object(one)] if type_of(one) == Some("Metaspace") => metaspace(one),
+                    [Value::Object(one)] if type_of(one) == Some("ByteLevel") => Ok(byte_level),
+                    [Value::Object(one)] if type_of(one) == Some("Metaspace") => metaspace(one),
                     _ => sentencepiece(parts),
                 }
             }
@@ -139,7 +223,8 @@ impl TokenDecoder {
                 let mut i = 0;
                 while i < token.len() {
                     let b = token[i];
-                    // The character's bytes: the lead byte and the continuation bytes that follow.
+                    // The character's bytes: the lead byte and the continuation bytes that follow
+                    // (a character outside the table is copied whole).
                     let more = token[i + 1..].iter().take(char_len(b) - 1);
                     let n = 1 + more.take_while(|&&c| c >> 6 == 2).count();
                     let c = match (b, n) {
@@ -194,17 +279,6 @@ static BYTE_LEVEL: [Option<u8>; 324] = {
     table
 };
 
-/// The length of the UTF-8 sequence a leading byte starts (1 for a stray continuation byte):
-/// a character outside the table is copied whole rather than byte by byte.
-fn char_len(b: u8) -> usize {
-    match b {
-        0xC0..=0xDF => 2,
-        0xE0..=0xEF => 3,
-        0xF0..=0xF7 => 4,
-        _ => 1,
-    }
-}
-
 /// The byte of a `<0xNN>` token (two hex digits, either case).
 fn fallback_byte(token: &[u8]) -> Option<u8> {
     let [b'<', b'0', b'x', hi, lo, b'>'] = *token else { return None };
@@ -238,29 +312,29 @@ fn replace_all(text: &[u8], old: &[u8], new: &[u8]) -> Vec<u8> {
     out
 }
 
-fn type_of<'a>(d: &'a Object<'_>) -> Option<&'a str> {
+fn type_of(d: &Object) -> Option<&str> {
     match get(d, "type") {
-        Some(JsonValue::Str(s)) => Some(s),
+        Some(Value::Str(s)) => Some(s),
         _ => None,
     }
 }
 
 /// Python's truth of a JSON value.
-fn truthy(v: Option<&JsonValue<'_>>) -> bool {
+fn truthy(v: Option<&Value>) -> bool {
     match v {
-        None | Some(JsonValue::Null | JsonValue::Bool(false) | JsonValue::Int(0)) => false,
-        Some(JsonValue::Float(f)) => *f != 0.0,
-        Some(JsonValue::Str(s)) => !s.is_empty(),
-        Some(JsonValue::Array(a)) => !a.is_empty(),
-        Some(JsonValue::Object(o)) => !o.is_empty(),
+        None | Some(Value::Null | Value::Bool(false) | Value::Int(0)) => false,
+        Some(Value::Float(f)) => *f != 0.0,
+        Some(Value::Str(s)) => !s.is_empty(),
+        Some(Value::Array(a)) => !a.is_empty(),
+        Some(Value::Object(o)) => !o.is_empty(),
         Some(_) => true,
     }
 }
 
-fn metaspace(d: &Object<'_>) -> Result<TokenDecoder, Error> {
+fn metaspace(d: &Object) -> Result<TokenDecoder, Error> {
     let replacement = match get(d, "replacement") {
         None => "\u{2581}".to_owned(),
-        Some(JsonValue::Str(s)) => s.to_string(),
+        Some(Value::Str(s)) => s.clone(),
         Some(other) => {
             return Err(Error::tokenizer(format!(
                 "unsupported decoder: Metaspace with replacement {}",
@@ -269,8 +343,8 @@ fn metaspace(d: &Object<'_>) -> Result<TokenDecoder, Error> {
         }
     };
     let strip = match get(d, "prepend_scheme") {
-        None | Some(JsonValue::Null) => truthy(get(d, "add_prefix_space")),
-        Some(JsonValue::Str(s)) => s == "always" || s == "first",
+        None | Some(Value::Null) => truthy(get(d, "add_prefix_space")),
+        Some(Value::Str(s)) => s == "always" || s == "first",
         Some(_) => false,
     };
     let replacements = vec![(replacement, " ".to_owned())];
@@ -279,38 +353,38 @@ fn metaspace(d: &Object<'_>) -> Result<TokenDecoder, Error> {
 
 /// A SentencePiece-style chain: `Replace` and `ByteFallback`, then `Fuse`, then a `Strip` of one
 /// leading space (or none).
-fn sentencepiece(parts: &[JsonValue<'_>]) -> Result<TokenDecoder, Error> {
+fn sentencepiece(parts: &[Value]) -> Result<TokenDecoder, Error> {
     let (mut replacements, mut byte_fallback, mut fused, mut strip) =
         (Vec::new(), false, false, false);
     for part in parts {
-        let JsonValue::Object(d) = part else { return Err(unsupported_part(part)) };
+        let Value::Object(d) = part else { return Err(unsupported_part(part)) };
         let int = |key| match get(d, key) {
-            Some(JsonValue::Int(n)) => Some(*n),
-            Some(JsonValue::Bool(b)) => Some(i64::from(*b)),
+            Some(Value::Int(n)) => Some(*n),
+            Some(Value::Bool(b)) => Some(i64::from(*b)),
             _ => None,
         };
         match type_of(d) {
             Some("Replace") if !fused => {
                 let pattern = match get(d, "pattern") {
-                    Some(JsonValue::Object(p)) => Some(p),
+                    Some(Value::Object(p)) => Some(p),
                     _ => None,
                 };
-                let Some(JsonValue::Str(old)) = pattern.and_then(|p| get(p, "String")) else {
+                let Some(Value::Str(old)) = pattern.and_then(|p| get(p, "String")) else {
                     let kind = pattern.and_then(|p| p.first()).map_or("", |(k, _)| k.as_ref());
                     return Err(Error::tokenizer(format!(
                         "unsupported decoder: Replace with a {kind} pattern"
                     )));
                 };
-                let Some(JsonValue::Str(new)) = get(d, "content") else {
+                let Some(Value::Str(new)) = get(d, "content") else {
                     return Err(unsupported_part(part));
                 };
-                replacements.push((old.to_string(), new.to_string()));
+                replacements.push((old.clone(), new.clone()));
             }
             Some("ByteFallback") if !fused => byte_fallback = true,
             Some("Fuse") => fused = true,
             Some("Strip")
                 if fused
-                    && matches!(get(d, "content"), Some(JsonValue::Str(s)) if s == " ")
+                    && matches!(get(d, "content"), Some(Value::Str(s)) if s == " ")
                     && matches!(int("start"), Some(0 | 1))
                     && int("stop") == Some(0) =>
             {
@@ -322,26 +396,26 @@ fn sentencepiece(parts: &[JsonValue<'_>]) -> Result<TokenDecoder, Error> {
     Ok(TokenDecoder { kind: Kind::Replace { replacements, byte_fallback }, strip })
 }
 
-fn unsupported_part(part: &JsonValue<'_>) -> Error {
+fn unsupported_part(part: &Value) -> Error {
     Error::tokenizer(format!("unsupported decoder in Sequence: {}", python_json(part)))
 }
 
 /// `value` as Python's `json.dumps` writes it by default (`", "` and `": "` between items,
 /// non-ASCII escaped), for messages that quote a decoder.
-fn python_json(value: &JsonValue<'_>) -> String {
-    fn write(v: &JsonValue<'_>, out: &mut String) {
+fn python_json(value: &Value) -> String {
+    fn write(v: &Value, out: &mut String) {
         match v {
-            JsonValue::Null => out.push_str("null"),
-            JsonValue::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-            JsonValue::Int(n) => {
+            Value::Null => out.push_str("null"),
+            Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+            Value::Int(n) => {
                 let _ = write!(out, "{n}");
             }
-            JsonValue::Float(f) if f.is_finite() => {
+            Value::Float(f) if f.is_finite() => {
                 let _ = write!(out, "{f:?}");
             }
-            JsonValue::Float(f) => out.push_str(if *f > 0.0 { "Infinity" } else { "-Infinity" }),
-            JsonValue::Str(s) => string(s, out),
-            JsonValue::Array(items) => {
+            Value::Float(f) => out.push_str(if *f > 0.0 { "Infinity" } else { "-Infinity" }),
+            Value::Str(s) => string(s, out),
+            Value::Array(items) => {
                 out.push('[');
                 for (i, item) in items.iter().enumerate() {
                     out.push_str(if i == 0 { "" } else { ", " });
@@ -349,7 +423,7 @@ fn python_json(value: &JsonValue<'_>) -> String {
                 }
                 out.push(']');
             }
-            JsonValue::Object(fields) => {
+            Value::Object(fields) => {
                 out.push('{');
                 for (i, (k, item)) in fields.iter().enumerate() {
                     out.push_str(if i == 0 { "" } else { ", " });

@@ -40,6 +40,7 @@ use crate::error::Error;
 use crate::regex::{Pattern, PatternError, Threads};
 use crate::region::{Regions, Zone};
 use crate::stream::{ByteOut, Status, TextMatcher};
+use crate::utf8::char_len;
 
 /// One stop of a [`Matcher`]'s list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -272,16 +273,6 @@ fn better(a: Option<Win>, b: Win) -> Option<Win> {
     match a {
         Some(a) if a.key() <= b.key() => Some(a),
         _ => Some(b),
-    }
-}
-
-/// Length of the UTF-8 sequence that `lead` starts (1 for anything else).
-fn char_len(lead: u8) -> usize {
-    match lead {
-        0xF0..=0xFF => 4,
-        0xE0..=0xEF => 3,
-        0xC0..=0xDF => 2,
-        _ => 1,
     }
 }
 

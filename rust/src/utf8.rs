@@ -121,6 +121,17 @@ impl<'a> Iterator for Pieces<'a> {
     }
 }
 
+/// The length of the UTF-8 sequence that `lead` starts (1 for a continuation byte or any other
+/// byte that starts none).
+pub(crate) fn char_len(lead: u8) -> usize {
+    match lead {
+        0xF0..=0xFF => 4,
+        0xE0..=0xEF => 3,
+        0xC0..=0xDF => 2,
+        _ => 1,
+    }
+}
+
 /// Encodes code points (a Python `str`'s Latin-1, UCS-2 or UCS-4 storage) as UTF-8 into `out`,
 /// lone surrogates as three bytes like CPython's `surrogatepass`. Returns the length written,
 /// or `None` when `out` might be too small (it must hold 4 bytes per code point; the caller

@@ -1,5 +1,6 @@
 //! `Vocab` (a tokenizer's vocabulary) and `TokenPiece` (what one feed released), with the
-//! per-id cache of shared pieces that makes the usual engine step allocate nothing.
+//! per-id cache of shared pieces that makes the usual engine step allocate nothing; and
+//! `_tokenizer_tokens`, which hands a `tokenizers` vocabulary to the core's decoder.
 
 use std::sync::OnceLock;
 
