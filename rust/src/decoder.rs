@@ -66,7 +66,7 @@ fn get<'a>(object: &'a Object, key: &str) -> Option<&'a Value> {
     object.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v)
 }
 
-/// How deep a decoder's JSON may nest (`jiter`'s own limit for its values).
+/// How many arrays and objects a value read may nest (`jiter`'s own limit for its values).
 const DEPTH: usize = 200;
 
 /// Reads the next JSON value; with `keep` false, only walks over it (and gives `Null`).
@@ -79,7 +79,7 @@ const DEPTH: usize = 200;
 /// of `sse.wrap_openai` (5,032 against 4,813 in the native module, callgrind).
 fn read_value(j: &mut Jiter<'_>, depth: usize, keep: bool) -> Result<Value, String> {
     let text = |e: JiterError| e.to_string();
-    if depth > DEPTH {
+    if depth >= DEPTH {
         return Err("recursion limit exceeded".into());
     }
     let peek = j.peek().map_err(text)?;
@@ -581,6 +581,16 @@ mod tests {
             let got = read(json).unwrap_err();
             assert!(got.starts_with(want), "{json}: {got}");
         }
+    }
+
+    #[test]
+    fn nesting_beyond_the_limit_is_an_error_not_a_stack_overflow() {
+        let nested = |n: usize| format!(r#"{{"decoder": {}{}}}"#, "[".repeat(n), "]".repeat(n));
+        assert!(read(&nested(DEPTH)).unwrap_err().contains("has none"));
+        let deep = read(&nested(DEPTH + 1)).unwrap_err();
+        assert!(deep.contains("cannot read it (recursion limit exceeded)"), "{deep}");
+        let elsewhere = format!(r#"{{"model": {}{}}}"#, "[".repeat(10_000), "]".repeat(10_000));
+        assert!(read(&elsewhere).unwrap_err().starts_with("tokenizer JSON is invalid"));
     }
 
     #[test]
