@@ -402,6 +402,11 @@ fn unsupported_part(part: &Value) -> Error {
 
 /// `value` as Python's `json.dumps` writes it by default (`", "` and `": "` between items,
 /// non-ASCII escaped), for messages that quote a decoder.
+///
+/// Its own string escaping, not the SSE layer's `escape_json_str` plus the non-ASCII escapes:
+/// given this second caller, fat LTO stopped inlining `escape_json_str` into `splice`, which
+/// then took 15 more instructions an event that releases held text (5,219 against 5,204 in the
+/// native module, callgrind).
 fn python_json(value: &Value) -> String {
     fn write(v: &Value, out: &mut String) {
         match v {
