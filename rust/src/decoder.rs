@@ -568,6 +568,10 @@ mod tests {
                 r#"unsupported decoder in Sequence: {"type": "ByteFallback"}"#,
             ),
             (
+                r#"{"decoder": {"type": "Sequence", "decoders": [{"type": "Strip", "content": " ", "start": 1, "stop": 0}, {"type": "Fuse"}]}}"#,
+                r#"unsupported decoder in Sequence: {"type": "Strip", "content": " ", "start": 1, "stop": 0}"#,
+            ),
+            (
                 r#"{"decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"Regex": " "}, "content": "_"}]}}"#,
                 "unsupported decoder: Replace with a Regex pattern",
             ),
