@@ -121,12 +121,12 @@ fn read_value(j: &mut Jiter<'_>, depth: usize, keep: bool) -> Result<Value, Stri
         _ => {
             let number = j.next_number_bytes().map_err(text)?;
             let number = std::str::from_utf8(number).unwrap_or_default();
-            if number.contains(['.', 'e', 'E']) {
-                Value::Float(number.parse().map_err(|_| "number out of range")?)
-            } else if keep {
-                Value::Int(number.parse().map_err(|_| "number out of range")?)
-            } else {
+            if !keep {
                 Value::Null
+            } else if number.contains(['.', 'e', 'E']) {
+                Value::Float(number.parse().map_err(|_| "number out of range")?)
+            } else {
+                Value::Int(number.parse().map_err(|_| "number out of range")?)
             }
         }
     };
