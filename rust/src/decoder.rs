@@ -108,13 +108,15 @@ fn read_value(j: &mut Jiter<'_>, depth: usize, keep: bool) -> Result<Value, Stri
         }
         Peek::Object => {
             let mut fields = Vec::new();
-            let mut key = j.next_object_bytes().map_err(text)?.map(<[u8]>::to_vec);
+            // A key is copied only when kept: it borrows the reader, which the value needs.
+            let own = |k: &[u8]| keep.then(|| String::from_utf8_lossy(k).into_owned());
+            let mut key = j.next_object_bytes().map_err(text)?.map(own);
             while let Some(k) = key {
                 let value = read_value(j, depth + 1, keep)?;
-                if keep {
-                    fields.push((String::from_utf8_lossy(&k).into_owned(), value));
+                if let Some(k) = k {
+                    fields.push((k, value));
                 }
-                key = j.next_key_bytes().map_err(text)?.map(<[u8]>::to_vec);
+                key = j.next_key_bytes().map_err(text)?.map(own);
             }
             Value::Object(fields)
         }
