@@ -289,27 +289,6 @@ impl AsyncPullStep {
         *step = Step::Start(driver.clone().unbind());
         true
     }
-
-    /// `close()`: a `GeneratorExit` thrown in where the awaitable waits, which must end it.
-    fn close_step(slf: &Bound<'_, Self>) -> PyResult<()> {
-        let py = slf.py();
-        {
-            let Some(mut step) = try_lock(py, &slf.get().step) else {
-                return Err(PyValueError::new_err("coroutine already executing"));
-            };
-            if !step.is_suspended() {
-                *step = Step::Done;
-                return Ok(());
-            }
-        }
-        let thrown = Self::resume(slf, Input::Throw(PyGeneratorExit::new_err(())));
-        let left = || {
-            let mut step = try_lock(py, &slf.get().step)?;
-            let left = std::mem::replace(&mut *step, Step::Done);
-            Some(left.map(|d| d.into_bound(py), |o| o.into_bound(py)))
-        };
-        pull::closed_by(&PullHost { py, step: slf }, thrown, left)
-    }
 }
 
 #[pymethods]
@@ -346,8 +325,25 @@ impl AsyncPullStep {
     }
 
     /// Ends the awaitable where it waits, as a coroutine's `close()` does.
+    // A `GeneratorExit` thrown in where the awaitable waits, which must end it.
     fn close(slf: &Bound<'_, Self>) -> PyResult<()> {
-        Self::close_step(slf)
+        let py = slf.py();
+        {
+            let Some(mut step) = try_lock(py, &slf.get().step) else {
+                return Err(PyValueError::new_err("coroutine already executing"));
+            };
+            if !step.is_suspended() {
+                *step = Step::Done;
+                return Ok(());
+            }
+        }
+        let thrown = Self::resume(slf, Input::Throw(PyGeneratorExit::new_err(())));
+        let left = || {
+            let mut step = try_lock(py, &slf.get().step)?;
+            let left = std::mem::replace(&mut *step, Step::Done);
+            Some(left.map(|d| d.into_bound(py), |o| o.into_bound(py)))
+        };
+        pull::closed_by(&PullHost { py, step: slf }, thrown, left)
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
@@ -384,7 +380,7 @@ impl AsyncPullStep {
         let py = slf.py();
         let suspended = try_lock(py, &slf.get().step).is_some_and(|s| s.is_suspended());
         if suspended && !super::slots::finalizing() {
-            if let Err(err) = Self::close_step(slf) {
+            if let Err(err) = Self::close(slf) {
                 err.write_unraisable(py, None);
             }
         }

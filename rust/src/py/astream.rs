@@ -59,16 +59,8 @@ pub(super) struct AsyncDriver {
     close_requested: AtomicBool,
 }
 
-/// `asyncio.<name>`, looked up once per process: a stop's close calls two of them, and an
-/// import per call cost about 3,300 instructions of a response of a few chunks (callgrind).
-fn asyncio<'py>(
-    py: Python<'py>,
-    cell: &'static PyOnceLock<Py<PyAny>>,
-    name: &str,
-) -> PyResult<&'py Bound<'py, PyAny>> {
-    cell.import(py, "asyncio", name)
-}
-
+// `asyncio.<name>`, looked up once per process: a stop's close calls two of them, and an
+// import per call cost about 3,300 instructions of a response of a few chunks (callgrind).
 static GET_RUNNING_LOOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static CANCELLED_ERROR: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static ENSURE_FUTURE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -78,7 +70,7 @@ static SHIELD: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 /// raise it to.
 pub(super) fn report(py: Python<'_>, message: &str, err: PyErr) {
     let told = (|| {
-        let get_running_loop = asyncio(py, &GET_RUNNING_LOOP, "get_running_loop")?;
+        let get_running_loop = GET_RUNNING_LOOP.import(py, "asyncio", "get_running_loop")?;
         let Ok(event_loop) = get_running_loop.call0() else { return Ok(()) };
         let context = PyDict::new(py);
         context.set_item("message", message)?;
@@ -147,7 +139,8 @@ impl AsyncDriver {
 }
 
 pub(super) fn is_cancellation(py: Python<'_>, err: &PyErr) -> bool {
-    asyncio(py, &CANCELLED_ERROR, "CancelledError")
+    CANCELLED_ERROR
+        .import(py, "asyncio", "CancelledError")
         .is_ok_and(|t| err.get_type(py).is_subclass(t).unwrap_or(false))
 }
 
@@ -163,8 +156,8 @@ pub(super) fn start_close<'py>(
         return Ok(AsyncPullStep::closing(py, objects, CloseMode::Raise)?.into_any());
     }
     let closer = AsyncPullStep::closing(py, objects, CloseMode::Defer(driver.clone().unbind()))?;
-    let task = asyncio(py, &ENSURE_FUTURE, "ensure_future")?.call1((closer,))?;
-    await_iter(asyncio(py, &SHIELD, "shield")?.call1((task,))?)
+    let task = ENSURE_FUTURE.import(py, "asyncio", "ensure_future")?.call1((closer,))?;
+    await_iter(SHIELD.import(py, "asyncio", "shield")?.call1((task,))?)
 }
 
 #[pymethods]

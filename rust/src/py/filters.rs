@@ -6,12 +6,12 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
 use super::convert::{bytes_out, chunk_bytes, chunk_utf8, make_str, str_out};
-use super::errors::{map_error, parse_errors, type_name};
+use super::errors::{map_error, parse_errors, type_name, wrong_type};
 use super::lock;
 use super::report::{reports, Reports};
 use super::stopset::{resolve, IncludeStop, SkipArgs, Stops};
 use crate::lock::TryLock;
-use crate::{Detail, Filter, Saved, StopReport};
+use crate::{Detail, Filter, StopReport};
 
 /// What both push filters hold: the stop list, `include_stop`, and the stream.
 trait Push: pyo3::PyClass<Frozen = pyo3::pyclass::boolean_struct::True> + Sync {
@@ -37,25 +37,8 @@ impl<T: Push> Reports for T {
 pub(super) struct StopFilter {
     stops: Stops,
     include_stop: bool,
-    state: TryLock<Filter>,
-}
-
-impl StopFilter {
-    /// [`Filter::feed_unless_stop`] under the filter's lock: the adapters' common event.
-    pub(super) fn feed_unless_stop(
-        &self,
-        py: Python<'_>,
-        text: &[u8],
-        out: &mut Vec<u8>,
-    ) -> PyResult<Option<Saved>> {
-        Ok(lock(py, &self.state)?.feed_unless_stop(text, out))
-    }
-
-    /// Puts back a state saved by [`StopFilter::feed_unless_stop`].
-    pub(super) fn restore(&self, py: Python<'_>, saved: Saved) -> PyResult<()> {
-        lock(py, &self.state)?.restore(saved);
-        Ok(())
-    }
+    /// Also fed by the adapters' native stages (`sse.rs`, `sdk.rs`), under [`lock`].
+    pub(super) state: TryLock<Filter>,
 }
 
 reports! {
@@ -170,10 +153,7 @@ reports! {
             data: &Bound<'py, PyAny>,
         ) -> PyResult<Bound<'py, PyBytes>> {
             let Some(bytes) = chunk_bytes(data)? else {
-                return Err(PyTypeError::new_err(format!(
-                    "feed() takes bytes, bytearray or memoryview, not {}",
-                    type_name(data)
-                )));
+                return Err(wrong_type("feed() takes bytes, bytearray or memoryview", data));
             };
             // As in `StopFilter.feed`: `bytes` are not tracked by the collector.
             let out = {

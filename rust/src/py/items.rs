@@ -51,6 +51,9 @@ pub(super) struct Stop {
     pub(super) text: Py<PyString>,
     /// UTF-8 (lone surrogates as `surrogatepass` encodes them).
     pub(super) bytes: Vec<u8>,
+    /// Whether the output runs through this stop when it fires; `None`: the filter's
+    /// `include_stop`.
+    #[pyo3(get)]
     pub(super) include: Option<bool>,
 }
 
@@ -67,13 +70,6 @@ impl Stop {
     #[getter]
     fn text(&self, py: Python<'_>) -> Py<PyString> {
         self.text.clone_ref(py)
-    }
-
-    /// Whether the output runs through this stop when it fires; `None`: the filter's
-    /// `include_stop`.
-    #[getter]
-    fn include(&self) -> Option<bool> {
-        self.include
     }
 
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
@@ -103,6 +99,9 @@ impl Stop {
 pub(super) struct Regex {
     pub(super) pattern: Py<PyString>,
     pub(super) source: String,
+    /// Whether the output runs through the match when this stop fires; `None`: the filter's
+    /// `include_stop`.
+    #[pyo3(get)]
     pub(super) include: Option<bool>,
 }
 
@@ -122,13 +121,6 @@ impl Regex {
     #[getter]
     fn pattern(&self, py: Python<'_>) -> Py<PyString> {
         self.pattern.clone_ref(py)
-    }
-
-    /// Whether the output runs through the match when this stop fires; `None`: the filter's
-    /// `include_stop`.
-    #[getter]
-    fn include(&self) -> Option<bool> {
-        self.include
     }
 
     /// The longest match in code points, `None` if unbounded. Raises `ValueError` for an

@@ -28,7 +28,7 @@ pub(super) fn status<T: Reports>(slf: &Bound<'_, T>) -> PyResult<StopReport> {
 /// `stop_sequence`: a composed list's matched text, a literal list's item as given.
 pub(super) fn stop_sequence<T: Reports>(slf: &Bound<'_, T>) -> PyResult<Option<Py<PyAny>>> {
     let report = T::stop_report(slf, Detail::Matched)?;
-    stop_text(slf.py(), T::stop_list(slf), report.status, report.matched.as_deref())
+    stop_text(slf.py(), T::stop_list(slf), report.status.index(), report.matched.as_deref())
 }
 
 /// `pending`: the held text, as `bytes` over bytes.

@@ -27,6 +27,7 @@ use pyo3::{intern, PyTraverseError};
 
 use super::convert::{chunk_utf8, make_str};
 use super::filters::StopFilter;
+use super::lock;
 use super::stage::{Out, Pushed};
 
 /// The SDK whose events the stage reads.
@@ -134,7 +135,7 @@ impl SdkStage {
             let mut stack = None;
             let bytes = chunk_utf8(&text, &mut stack)?;
             let mut out = Vec::new();
-            if filter.get().feed_unless_stop(py, &bytes, &mut out)?.is_some() {
+            if lock(py, &filter.get().state)?.feed_unless_stop(&bytes, &mut out).is_some() {
                 let out = if out.is_empty() && self.sdk == Sdk::Messages {
                     Out::None
                 } else if *out == *bytes {

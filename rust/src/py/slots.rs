@@ -106,43 +106,32 @@ pub(super) fn sole_unfinalized(object: &Bound<'_, PyAny>) -> bool {
 /// A native type with a finalizer: what it does when the collector (or its dealloc) finalizes
 /// it, and where its PyO3 `tp_dealloc` is kept.
 trait Finalize: pyo3::PyClass {
-    /// Named in the error of a panic (which cannot happen, but must not unwind into C).
-    const TYPE_NAME: &'static str;
+    /// Its cell in [`PYO3_DEALLOC`].
+    const SLOT: usize;
     fn finalize(slf: &Bound<'_, Self>);
-    /// PyO3's `tp_dealloc` of the type, which [`dealloc`] calls after the finalizer.
-    fn pyo3_dealloc() -> &'static OnceLock<ffi::destructor>;
 }
 
+/// PyO3's `tp_dealloc` of each type with a finalizer, which [`dealloc`] calls after it.
+static PYO3_DEALLOC: [OnceLock<ffi::destructor>; 3] = [const { OnceLock::new() }; 3];
+
 impl Finalize for AsyncPullStep {
-    const TYPE_NAME: &'static str = "AsyncPullStep";
+    const SLOT: usize = 0;
     fn finalize(slf: &Bound<'_, Self>) {
         AsyncPullStep::finalize(slf);
-    }
-    fn pyo3_dealloc() -> &'static OnceLock<ffi::destructor> {
-        static DEALLOC: OnceLock<ffi::destructor> = OnceLock::new();
-        &DEALLOC
     }
 }
 
 impl Finalize for SyncDriver {
-    const TYPE_NAME: &'static str = "SyncDriver";
+    const SLOT: usize = 1;
     fn finalize(slf: &Bound<'_, Self>) {
         slf.get().finalize(slf.py());
-    }
-    fn pyo3_dealloc() -> &'static OnceLock<ffi::destructor> {
-        static DEALLOC: OnceLock<ffi::destructor> = OnceLock::new();
-        &DEALLOC
     }
 }
 
 impl Finalize for StopStream {
-    const TYPE_NAME: &'static str = "StopStream";
+    const SLOT: usize = 2;
     fn finalize(slf: &Bound<'_, Self>) {
         slf.as_super().get().finalize(slf.py());
-    }
-    fn pyo3_dealloc() -> &'static OnceLock<ffi::destructor> {
-        static DEALLOC: OnceLock<ffi::destructor> = OnceLock::new();
-        &DEALLOC
     }
 }
 
@@ -168,7 +157,7 @@ unsafe extern "C" fn finalize<T: Finalize>(slf: *mut ffi::PyObject) {
             T::finalize(&slf);
         }));
         if panicked.is_err() {
-            let message = format!("internal error in {}", T::TYPE_NAME);
+            let message = format!("internal error in {}", T::NAME);
             PyRuntimeError::new_err(message).write_unraisable(py, None);
         }
         #[allow(deprecated)]
@@ -186,7 +175,7 @@ unsafe extern "C" fn dealloc<T: Finalize>(slf: *mut ffi::PyObject) {
         if ffi::PyObject_CallFinalizerFromDealloc(slf) < 0 {
             return;
         }
-        if let Some(pyo3_dealloc) = T::pyo3_dealloc().get() {
+        if let Some(pyo3_dealloc) = PYO3_DEALLOC[T::SLOT].get() {
             pyo3_dealloc(slf);
         }
     }
@@ -204,7 +193,7 @@ fn install_finalizer<T: Finalize>(py: Python<'_>) -> PyResult<()> {
         return Err(PyImportError::new_err(format!(
             "stopstream._core: {} is not the heap type with a dealloc that this build expects \
              (checked with PyO3 0.30.1 on CPython 3.10 to 3.13)",
-            T::TYPE_NAME
+            T::NAME
         )));
     }
     // SAFETY: `raw` is the heap type just checked, made by PyO3 for the class.
@@ -226,7 +215,7 @@ unsafe fn set_finalizer<T: Finalize>(raw: *mut ffi::PyTypeObject) {
     // SAFETY: the caller's promise; the slots are plain fields of the type object.
     unsafe {
         if let Some(pyo3_dealloc) = (*raw).tp_dealloc {
-            if T::pyo3_dealloc().set(pyo3_dealloc).is_ok() {
+            if PYO3_DEALLOC[T::SLOT].set(pyo3_dealloc).is_ok() {
                 (*raw).tp_dealloc = Some(dealloc::<T>);
             }
         }

@@ -12,16 +12,16 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use pyo3::PyTraverseError;
 
 use super::convert::chunk_bytes;
-use super::errors::type_name;
+use super::errors::wrong_type;
 use super::filters::StopFilter;
-use super::try_lock;
+use super::{lock, try_lock};
 use crate::lock::TryLock;
 use crate::sse::{Common, Filters, Handled, Open, Provider, Unseen};
 use crate::Saved;
@@ -42,11 +42,12 @@ impl Filters for Handles<'_> {
         text: &[u8],
         out: &mut Vec<u8>,
     ) -> PyResult<Option<Saved>> {
-        self.table[i].0.get().feed_unless_stop(self.py, text, out)
+        Ok(lock(self.py, &self.table[i].0.get().state)?.feed_unless_stop(text, out))
     }
 
     fn restore(&mut self, i: usize, saved: Saved) -> PyResult<()> {
-        self.table[i].0.get().restore(self.py, saved)
+        lock(self.py, &self.table[i].0.get().state)?.restore(saved);
+        Ok(())
     }
 
     fn record(&mut self, i: usize, text: &str) -> PyResult<()> {
@@ -83,42 +84,6 @@ impl SSEStage {
     fn state<'a>(&'a self, py: Python<'_>) -> PyResult<crate::lock::Guard<'a, StageState>> {
         try_lock(py, &self.state)
             .ok_or_else(|| PyRuntimeError::new_err("SSE stage called re-entrantly while in use"))
-    }
-
-    /// Parses a body chunk (the stage's `push`): the bytes to forward, empty for none.
-    pub(super) fn parse<'py>(
-        &self,
-        py: Python<'py>,
-        item: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyBytes>> {
-        let bytes = if let Ok(s) = item.cast::<PyString>() {
-            std::borrow::Cow::Borrowed(s.to_str()?.as_bytes())
-        } else if let Some(b) = chunk_bytes(item)? {
-            b
-        } else {
-            return Err(PyTypeError::new_err(format!(
-                "SSE body chunks must be bytes, not {}",
-                type_name(item)
-            )));
-        };
-        let mut st = self.state(py)?;
-        st.common.parser.push(&bytes);
-        let mut out = Vec::new();
-        while st.common.parser.next_block() {
-            self.block(py, &mut st, &mut out)?;
-        }
-        drop(st);
-        if out == *bytes {
-            if let Ok(b) = item.cast_exact::<PyBytes>() {
-                return Ok(b.clone());
-            }
-        }
-        Ok(PyBytes::new(py, &out))
-    }
-
-    /// Every text stream stopped with `on_stop="close"`.
-    pub(super) fn is_closing(&self) -> bool {
-        self.closing.load(Ordering::Acquire)
     }
 
     /// The end of the body (the stage's `end`): the block a final `\r` completes, then what
@@ -242,28 +207,43 @@ impl SSEStage {
     }
 
     /// Parses a body chunk; returns the bytes to forward (empty for none).
-    fn push<'py>(
+    pub(super) fn push<'py>(
         &self,
         py: Python<'py>,
         item: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        self.parse(py, item)
+        let bytes = if let Ok(s) = item.cast::<PyString>() {
+            std::borrow::Cow::Borrowed(s.to_str()?.as_bytes())
+        } else if let Some(b) = chunk_bytes(item)? {
+            b
+        } else {
+            return Err(wrong_type("SSE body chunks must be bytes", item));
+        };
+        let mut st = self.state(py)?;
+        st.common.parser.push(&bytes);
+        let mut out = Vec::new();
+        while st.common.parser.next_block() {
+            self.block(py, &mut st, &mut out)?;
+        }
+        drop(st);
+        if out == *bytes {
+            if let Ok(b) = item.cast_exact::<PyBytes>() {
+                return Ok(b.clone());
+            }
+        }
+        Ok(PyBytes::new(py, &out))
     }
 
     /// Every text stream stopped with `on_stop="close"`: close the upstream, then `end()`.
     #[getter]
-    fn closing(&self) -> bool {
-        self.is_closing()
+    pub(super) fn closing(&self) -> bool {
+        self.closing.load(Ordering::Acquire)
     }
 
     /// The end of the body: the block a final `\r` completes, then what the machine still owes.
     fn end<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let out = self.finish(py)?;
-        let items = PyList::empty(py);
-        if !out.as_bytes().is_empty() {
-            items.append(out)?;
-        }
-        Ok(items)
+        PyList::new(py, (!out.as_bytes().is_empty()).then_some(out))
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {

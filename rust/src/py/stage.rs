@@ -80,10 +80,10 @@ impl Stage {
             }
             Stage::Sse(sse) => {
                 let sse = sse.get();
-                let out = sse.parse(py, item)?;
+                let out = sse.push(py, item)?;
                 let out =
                     if out.as_bytes().is_empty() { Out::None } else { Out::One(out.into_any()) };
-                Ok(Pushed { out, closing: sse.is_closing() })
+                Ok(Pushed { out, closing: sse.closing() })
             }
             Stage::Sdk(sdk) => sdk.get().push_item(py, item),
             Stage::Python(stage) => {

@@ -8,12 +8,12 @@ use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyList, PyMemoryView, PyString, PyTuple};
 
 use super::convert::{make_str, str_bytes};
-use super::errors::{map_error, type_name};
+use super::errors::{iter_of, map_error, type_name, wrong_type};
 use super::items::{Regex, Stop};
 use super::try_lock;
 use crate::lock::TryLock;
 use crate::recent::{same_stops, Recent};
-use crate::{CompiledStops, Status, StopKind, StopSet, StopSpec};
+use crate::{CompiledStops, StopKind, StopSet, StopSpec};
 
 /// A stop list as given (kept for `stops`, `stop_sequence`) and compiled: `stopstream.StopSet`.
 ///
@@ -27,9 +27,13 @@ pub(super) struct Compiled {
     /// The literal automaton, or the composed matcher (contract §6) when the list has `Stop` or
     /// `Regex` items or skip regions.
     pub(super) core: CompiledStops,
+    #[pyo3(get)]
     pub(super) include_stop: bool,
-    /// The skip options as given: `((open, close), ...)` and the marker, or `None`.
+    /// The `skip` pairs, or `None`.
+    #[pyo3(get)]
     skip: Option<Py<PyTuple>>,
+    /// The `skip_until` marker, or `None`.
+    #[pyo3(get)]
     skip_until: Option<Py<PyString>>,
 }
 
@@ -58,23 +62,8 @@ fn parse_skip<'py>(py: Python<'py>, args: SkipArgs<'_, 'py>) -> PyResult<Skip<'p
         })?),
     };
     let Some(skip) = args.skip.filter(|s| !s.is_none()) else { return Ok((None, until)) };
-    if skip.is_instance_of::<PyString>() || skip.is_instance_of::<PyBytes>() {
-        return Err(PyTypeError::new_err(format!(
-            "skip must be an iterable of (open, close) pairs, not {}",
-            type_name(skip)
-        )));
-    }
     let mut pairs = Vec::new();
-    for (i, pair) in skip
-        .try_iter()
-        .map_err(|_| {
-            PyTypeError::new_err(format!(
-                "skip must be an iterable of (open, close) pairs, not {}",
-                type_name(skip)
-            ))
-        })?
-        .enumerate()
-    {
+    for (i, pair) in iter_of(skip, "skip must be an iterable of (open, close) pairs")?.enumerate() {
         let pair = pair?;
         let bad =
             || PyTypeError::new_err(format!("skip[{i}] must be an (open, close) pair of str"));
@@ -119,10 +108,10 @@ fn compose(
             owned.push(Owned::Regex(r.source.clone()));
             include.push(r.include.unwrap_or(include_stop));
         } else {
-            return Err(PyTypeError::new_err(format!(
-                "stop at position {i} must be str, Stop or Regex, not {}",
-                type_name(item)
-            )));
+            return Err(wrong_type(
+                format_args!("stop at position {i} must be str, Stop or Regex"),
+                item,
+            ));
         }
     }
     let specs: Vec<StopSpec<'_>> = owned
@@ -316,26 +305,9 @@ impl Compiled {
         })
     }
 
-    /// The `skip` pairs, or `None`.
-    #[getter]
-    fn skip(&self, py: Python<'_>) -> Option<Py<PyTuple>> {
-        self.skip_key(py).0
-    }
-
-    /// The `skip_until` marker, or `None`.
-    #[getter]
-    fn skip_until(&self, py: Python<'_>) -> Option<Py<PyString>> {
-        self.skip_key(py).1
-    }
-
     #[getter]
     fn stops(&self, py: Python<'_>) -> Py<PyTuple> {
         self.tuple.clone_ref(py)
-    }
-
-    #[getter]
-    fn include_stop(&self) -> bool {
-        self.include_stop
     }
 
     fn __len__(&self, py: Python<'_>) -> usize {
@@ -436,10 +408,7 @@ pub(super) fn remember(py: Python<'_>, compiled: &Py<Compiled>) {
 }
 
 pub(super) fn not_stops(obj: &Bound<'_, PyAny>) -> PyErr {
-    PyTypeError::new_err(format!(
-        "stops must be None, a str or an iterable of str, not {}",
-        type_name(obj)
-    ))
+    wrong_type("stops must be None, a str or an iterable of str", obj)
 }
 
 pub(super) fn parse_stops(
@@ -459,12 +428,9 @@ pub(super) fn parse_stops(
     }
     let mut encoded: Vec<Cow<'_, [u8]>> = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
-        let s = item.cast::<PyString>().map_err(|_| {
-            PyTypeError::new_err(format!(
-                "stop at position {i} must be str, not {}",
-                type_name(item)
-            ))
-        })?;
+        let s = item
+            .cast::<PyString>()
+            .map_err(|_| wrong_type(format_args!("stop at position {i} must be str"), item))?;
         encoded.push(str_bytes(s)?);
     }
     let reuse = obj
@@ -504,16 +470,17 @@ pub(super) fn compile<B: AsRef<[u8]>>(
     Ok(Stops(compiled))
 }
 
-/// `stop_sequence`: the matched text for a composed list, the item as given otherwise.
+/// `stop_sequence` of the stop at `index`, if any: the matched text for a composed list, the
+/// item as given otherwise.
 pub(super) fn stop_text(
     py: Python<'_>,
     stops: &Stops,
-    status: Status,
+    index: Option<usize>,
     matched: Option<&[u8]>,
 ) -> PyResult<Option<Py<PyAny>>> {
-    match (status, matched) {
-        (Status::Stopped(_), Some(m)) => Ok(Some(make_str(py, m)?.into_any().unbind())),
-        (Status::Stopped(i), None) => Ok(stops.tuple.bind(py).get_item(i).ok().map(Bound::unbind)),
-        _ => Ok(None),
+    match (index, matched) {
+        (Some(_), Some(m)) => Ok(Some(make_str(py, m)?.into_any().unbind())),
+        (Some(i), None) => Ok(stops.tuple.bind(py).get_item(i).ok().map(Bound::unbind)),
+        (None, _) => Ok(None),
     }
 }

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use pyo3::exceptions::{PyRuntimeError, PyTypeError};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyIterator, PyTuple};
@@ -11,7 +11,7 @@ use pyo3::PyTraverseError;
 
 use super::builtin::{BuiltIn, Slot};
 use super::close::{close_object, shut_down_connection};
-use super::errors::type_name;
+use super::errors::wrong_type;
 use super::fast::pull;
 use super::report::{reports, Reports};
 use super::stage::{Out, Stage};
@@ -270,7 +270,7 @@ impl SyncDriver {
         let built = BuiltIn::new(py, stops, include_stop, errors)?;
         let upstream = PyIterator::from_object(chunks).map_err(|_| {
             let what = if stage.is_some() { "stream" } else { "chunks" };
-            PyTypeError::new_err(format!("{what} must be iterable, not {}", type_name(chunks)))
+            wrong_type(format_args!("{what} must be iterable"), chunks)
         })?;
         // The object given, when it is not its own iterator (an SDK stream), is closed too.
         let source = (!upstream.is(chunks)).then(|| chunks.clone().unbind());

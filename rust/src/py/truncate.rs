@@ -1,12 +1,11 @@
 //! One-shot `truncate`: cut a whole text at the first stop.
 
-use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
 use super::convert::{make_str, str_bytes};
-use super::errors::type_name;
-use super::stopset::{resolve, IncludeStop, SkipArgs};
+use super::errors::wrong_type;
+use super::stopset::{resolve, stop_text, IncludeStop, SkipArgs};
 
 /// Inputs at least this long are scanned with the GIL released.
 const DETACH_THRESHOLD: usize = 1 << 20;
@@ -23,9 +22,7 @@ pub(super) fn truncate<'py>(
     skip: Option<&Bound<'py, PyAny>>,
     skip_until: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<(Bound<'py, PyString>, Option<Py<PyAny>>)> {
-    let text = text.cast::<PyString>().map_err(|_| {
-        PyTypeError::new_err(format!("truncate() takes str, not {}", type_name(text)))
-    })?;
+    let text = text.cast::<PyString>().map_err(|_| wrong_type("truncate() takes str", text))?;
     let (stops, include_stop) = resolve(py, stops, include_stop, SkipArgs { skip, skip_until })?;
     let bytes = str_bytes(text)?;
     let compiled = &stops.core;
@@ -39,11 +36,6 @@ pub(super) fn truncate<'py>(
     } else {
         make_str(py, &bytes[..n])?
     };
-    // A composed list reports the text matched, a literal one the item as given.
-    let stop = match hit {
-        Some((_, Some(matched))) => Some(make_str(py, &matched)?.into_any().unbind()),
-        Some((i, None)) => stops.tuple.bind(py).get_item(i).ok().map(Bound::unbind),
-        None => None,
-    };
-    Ok((out, stop))
+    let matched = hit.as_ref().and_then(|(_, m)| m.as_deref());
+    Ok((out, stop_text(py, &stops, hit.as_ref().map(|h| h.0), matched)?))
 }

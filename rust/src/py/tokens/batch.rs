@@ -2,11 +2,11 @@
 //! are here, with the engine's usual step; the all-or-nothing transaction is the core's
 //! [`crate::feed_batch`].
 
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
-use super::super::errors::type_name;
+use super::super::errors::wrong_type;
 use super::super::try_lock;
 use super::filter::TokenStopFilter;
 use super::vocab::{new_piece, TokenPiece, Vocab};
@@ -78,9 +78,7 @@ pub(crate) fn feed_batch<'py>(
             return Ok(t.iter().collect());
         }
         obj.try_iter()
-            .map_err(|_| {
-                PyTypeError::new_err(format!("{what} must be a sequence, not {}", type_name(obj)))
-            })?
+            .map_err(|_| wrong_type(format_args!("{what} must be a sequence"), obj))?
             .collect()
     };
     let fs = seq(filters, "filters")?;
@@ -97,10 +95,7 @@ pub(crate) fn feed_batch<'py>(
         .enumerate()
         .map(|(i, f)| {
             f.cast_into::<TokenStopFilter>().map_err(|e| {
-                PyTypeError::new_err(format!(
-                    "filters[{i}] must be a TokenStopFilter, not {}",
-                    type_name(&e.into_inner())
-                ))
+                wrong_type(format_args!("filters[{i}] must be a TokenStopFilter"), &e.into_inner())
             })
         })
         .collect::<PyResult<Vec<_>>>()?;

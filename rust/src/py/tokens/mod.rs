@@ -47,11 +47,11 @@ pub(super) use batch::feed_batch;
 pub(super) use filter::TokenStopFilter;
 pub(super) use vocab::{tokenizer_tokens, TokenPiece, Vocab};
 
-use pyo3::exceptions::{PyException, PyTypeError, PyUnicodeDecodeError, PyValueError};
+use pyo3::exceptions::{PyException, PyUnicodeDecodeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt, PyList, PyString, PyTuple};
 
-use super::errors::{map_error, type_name};
+use super::errors::{map_error, wrong_type};
 use crate::Error;
 
 /// Ids as given, converted to `i64`, with the ints too large for it kept for error messages.
@@ -68,10 +68,7 @@ impl Ids {
         let feed = what == "feed()";
         let not_ids = |obj: &Bound<'_, PyAny>| {
             let verb = if feed { "takes" } else { "must be" };
-            PyTypeError::new_err(format!(
-                "{what} {verb} an int or an iterable of int, not {}",
-                type_name(obj)
-            ))
+            wrong_type(format_args!("{what} {verb} an int or an iterable of int"), obj)
         };
         let start = self.ids.len();
         let push = |this: &mut Ids, i: usize, item: &Bound<'_, PyAny>| -> PyResult<()> {
@@ -88,10 +85,10 @@ impl Ids {
                 item.py().import("operator")?.call_method1("index", (item,))?
             } else {
                 let place = if feed { String::new() } else { format!("{what}: ") };
-                return Err(PyTypeError::new_err(format!(
-                    "{place}token id at position {i} must be an int, not {}",
-                    type_name(item)
-                )));
+                return Err(wrong_type(
+                    format_args!("{place}token id at position {i} must be an int"),
+                    item,
+                ));
             };
             if let Ok(v) = int.extract::<i64>() {
                 this.ids.push(v);

@@ -4,13 +4,13 @@
 
 use std::sync::OnceLock;
 
-use pyo3::exceptions::{PyMemoryError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyMemoryError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use super::super::convert::{make_str, str_bytes};
-use super::super::errors::{map_error, type_name};
+use super::super::errors::{iter_of, map_error, wrong_type};
 use super::Ids;
 use crate::Fed;
 
@@ -131,22 +131,7 @@ impl Vocab {
         strip_leading_space: bool,
     ) -> PyResult<Self> {
         let items: Vec<Bound<'_, PyAny>> =
-            if tokens.is_instance_of::<PyBytes>() || tokens.is_instance_of::<PyString>() {
-                return Err(PyTypeError::new_err(format!(
-                    "tokens must be a sequence of bytes, not {}",
-                    type_name(tokens)
-                )));
-            } else {
-                tokens
-                    .try_iter()
-                    .map_err(|_| {
-                        PyTypeError::new_err(format!(
-                            "tokens must be a sequence of bytes, not {}",
-                            type_name(tokens)
-                        ))
-                    })?
-                    .collect::<PyResult<_>>()?
-            };
+            iter_of(tokens, "tokens must be a sequence of bytes")?.collect::<PyResult<_>>()?;
         let mut bytes: Vec<Option<&[u8]>> = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
             if item.is_none() {
@@ -154,10 +139,10 @@ impl Vocab {
             } else if let Ok(b) = item.cast::<PyBytes>() {
                 bytes.push(Some(b.as_bytes()));
             } else {
-                return Err(PyTypeError::new_err(format!(
-                    "token {i} must be bytes or None (unassigned), not {}",
-                    type_name(item)
-                )));
+                return Err(wrong_type(
+                    format_args!("token {i} must be bytes or None (unassigned)"),
+                    item,
+                ));
             }
         }
         let special = match special {
@@ -251,6 +236,7 @@ pub(crate) fn tokenizer_tokens<'py>(
 #[pyclass(frozen, module = "stopstream._core")]
 pub(crate) struct TokenPiece {
     pub(super) text: Py<PyString>,
+    #[pyo3(get)]
     pub(super) tokens: usize,
 }
 
@@ -264,11 +250,6 @@ impl TokenPiece {
     #[getter]
     fn text(&self, py: Python<'_>) -> Py<PyString> {
         self.text.clone_ref(py)
-    }
-
-    #[getter]
-    fn tokens(&self) -> usize {
-        self.tokens
     }
 
     fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<bool> {
