@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -140,8 +141,8 @@ class Item:
 
 
 @st.composite
-def items(draw: st.DrawFn, *, unbounded: bool = False) -> Item:
-    kind = draw(st.sampled_from(["str", "stop", "regex", "regex"]))
+def items(draw: st.DrawFn, *, unbounded: bool = False, regex: bool = True) -> Item:
+    kind = draw(st.sampled_from(["str", "stop", "regex", "regex"] if regex else ["str", "stop"]))
     include = draw(st.sampled_from([None, True, False]))
     if kind == "regex":
         return Item(kind, "", draw(patterns(unbounded=unbounded)), include)
@@ -171,8 +172,10 @@ class Case:
 
 
 @st.composite
-def cases(draw: st.DrawFn, *, unbounded: bool = False, regions: bool = True) -> Case:
-    stops = tuple(draw(st.lists(items(unbounded=unbounded), min_size=1, max_size=3)))
+def cases(
+    draw: st.DrawFn, *, unbounded: bool = False, regions: bool = True, regex: bool = True
+) -> Case:
+    stops = tuple(draw(st.lists(items(unbounded=unbounded, regex=regex), min_size=1, max_size=3)))
     skip: tuple[tuple[str, str], ...] = ()
     until = None
     if regions:
@@ -217,6 +220,32 @@ def test_str_filter_matches_reference(case: Case) -> None:
     real = stopstream.StopFilter(case.real_stops(), case.include_stop, **case.options())
     ref = ref_filter(case)
     for chunk in case.chunks:
+        assert real.feed(chunk) == ref.feed(chunk), (case, chunk)
+        assert attrs(real) == attrs(ref), (case, chunk)
+    assert real.finish() == ref.finish(), case
+    assert attrs(real) == attrs(ref), case
+
+
+@pytest.mark.slow
+@SETTINGS
+@given(cases(regex=False), st.data())
+def test_quiet_filter_matches_reference(case: Case, data: st.DataObject) -> None:
+    """The vLLM plugin's ``min_tokens``: quiet over the first chunks (all of them, or none),
+    then not; every output, the held text and the attributes are the reference's."""
+    real = stopstream.StopFilter(case.real_stops(), case.include_stop, **case.options())
+    ref = ref_filter(case)
+    try:
+        ref._quiet(True)
+    except ValueError as e:
+        with pytest.raises(ValueError, match=re.escape(str(e))):
+            real._quiet(True)
+        return
+    real._quiet(True)
+    loud = data.draw(st.integers(0, len(case.chunks) + 1), label="loud")
+    for i, chunk in enumerate(case.chunks):
+        if i == loud:
+            real._quiet(False)
+            ref._quiet(False)
         assert real.feed(chunk) == ref.feed(chunk), (case, chunk)
         assert attrs(real) == attrs(ref), (case, chunk)
     assert real.finish() == ref.finish(), case

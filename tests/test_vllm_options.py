@@ -41,7 +41,7 @@ def test_own_stops_come_first_then_the_extra_ones() -> None:
         assert o is not None
         assert o.stops == ("x", "y", "a", Stop("b", include=True), Regex("c+"))
         assert o.include_stop and o.skip == (("<think>", "</think>"),) and o.skip_until == "</s>"
-        assert not o.literal_only
+        assert o.has_regex
     assert read_options(params("z")).stops == ("z",)  # type: ignore[union-attr]
 
 
@@ -69,9 +69,11 @@ def test_bad_options_name_themselves(extra: Any, words: str) -> None:
     assert words in str(info.value)
 
 
-def test_regex_and_skip_cannot_be_combined_with_min_tokens() -> None:
+def test_regex_stops_cannot_be_combined_with_min_tokens() -> None:
     assert read_options(params(["a"], {"stop": ["b"]}, min_tokens=3)) is not None
-    with pytest.raises(ValueError, match="min_tokens"):
+    skip = {"stop": [{"text": "b", "include": True}], "skip": [["<", ">"]], "skip_until": "!"}
+    assert read_options(params(["a"], skip, min_tokens=3)) is not None
+    with pytest.raises(ValueError, match="regex stops cannot be combined with min_tokens"):
         read_options(params(["a"], {"stop": [{"regex": "b+"}]}, min_tokens=3))
 
 

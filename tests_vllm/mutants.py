@@ -20,20 +20,20 @@ MUTANTS = [
     (
         "text path, holdback: held text released a step early",
         TEXT,
-        "                self._out += self._filter.feed(piece)\n",
-        "                self._out += self._filter.feed(piece) + self._filter.pending\n",
+        "            self._out += self._filter.feed(piece)\n",
+        "            self._out += self._filter.feed(piece) + self._filter.pending\n",
     ),
     (
-        "text path, holdback of the min_tokens window: one character too few held",
+        "text path, min_tokens: the filter never quiet",
         TEXT,
-        "                    held = k\n",
-        "                    held = k - 1\n",
+        "            f._quiet(True)\n",
+        "            pass\n",
     ),
     (
         "text path, min_tokens: the rule starts one token early",
         TEXT,
-        "if self.num_output_tokens() < self._options.min_tokens:",
-        "if self.num_output_tokens() < self._options.min_tokens - 1:",
+        "if self._quiet and self.num_output_tokens() >= self._options.min_tokens:",
+        "if self._quiet and self.num_output_tokens() >= self._options.min_tokens - 1:",
     ),
     (
         "text path, token cut: tokens after the stop in the same step kept",

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from oracle import decode_offsets, expected
 
+import stopstream.reference
 import stopstream.vllm
 
 
@@ -60,6 +61,57 @@ def test_multi_token_steps(llm: Any, seed: int) -> None:
     assert stop == (e.stop_reason if e.match else None), (stops, full)
     assert d.output_token_ids == (e.token_ids if e.match else ids[:i]), (stops, full)
     assert d.get_next_output_text(True, False) == (e.text if e.match else texts[min(i, 40)])
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_min_tokens_with_skip_regions(llm: Any, seed: int) -> None:
+    """``min_tokens`` with a skip region: the output is the reference filter's, quiet over the
+    first ``min_tokens`` tokens, fed token by token."""
+    from vllm.v1.engine.detokenizer import IncrementalDetokenizer
+
+    rng = random.Random(seed)
+    tokenizer = llm.get_tokenizer()
+    prompt_ids = tokenizer.encode("Hello")
+    ids = [rng.randrange(3, tokenizer.vocab_size) for _ in range(40)]
+    request = make_request(prompt_ids, max_tokens=100)
+    texts = decode_offsets(tokenizer, prompt_ids, ids, False, request.sampling_params)
+    full = texts[-1]
+    min_tokens = rng.choice([1, 3, 10])
+    # Stops and markers from the text, often from around the end of the first tokens.
+    near = len(texts[min_tokens])
+    a, b = (rng.randrange(max(1, min(near, len(full) - 3))) for _ in range(2))
+    stops = [full[a : a + rng.randint(1, 3)] or "x"]
+    skip = [[full[b : b + 2] or "<", full[b + 4 : b + 5] or ">"]]
+    include = rng.random() < 0.3
+    request = make_request(
+        prompt_ids,
+        max_tokens=100,
+        stop=stops,
+        include_stop_str_in_output=include,
+        min_tokens=min_tokens,
+        extra_args={"stopstream": {"skip": skip}},
+    )
+    d = IncrementalDetokenizer.from_new_request(tokenizer, request)
+    assert type(d).__name__ == "StopDetokenizer"
+    ref = stopstream.reference.ReferenceStopFilter(stops, include, skip=[tuple(skip[0])])
+    ref._quiet(True)
+    want, fired_at = "", None
+    for k in range(1, len(texts)):
+        want += ref.feed(texts[k][len(texts[k - 1]) :])
+        if k >= min_tokens:
+            ref._quiet(False)
+        if ref.stopped:
+            fired_at = k
+            break
+    for i in range(0, len(ids), 3):
+        if d.update(ids[i : i + 3], False) is not None:
+            break
+    if fired_at is None:
+        want += ref.finish()
+        assert d.get_next_output_text(True, False) == want, (stops, skip, full)
+        return
+    assert d.get_next_output_text(True, False) == want, (stops, skip, full)
+    assert d.output_token_ids == ids[:fired_at], (stops, skip, full)
 
 
 def test_bad_options_are_value_errors_naming_them(llm: Any) -> None:

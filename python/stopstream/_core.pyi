@@ -198,6 +198,14 @@ class StopFilter:
         """End the stream: returns the held-back text (``""`` after a stop)."""
     def reset(self) -> None:
         """Start over with the same stops and options."""
+    def _quiet(self, on: bool, /) -> None:
+        """Private (the vLLM plugin's ``min_tokens``): while quiet no stop fires, and afterwards
+        none that completed meanwhile does; the holdback stays minimal. ``reset()`` ends it.
+
+        Raises:
+            ValueError: the list is not a composed list of literal stops (``Stop`` items or
+                skip regions, no ``Regex``).
+        """
     @property
     def stops(self) -> tuple[_Item, ...]:
         """The stops as given, in order."""

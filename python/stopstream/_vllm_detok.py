@@ -9,10 +9,10 @@ winner and cut and §2.5's minimal holdback. Feeding token by token tells which 
 the stop, so the token ids (and, through vLLM's own trimming, the logprobs) end with it.
 
 ``min_tokens`` is vLLM's rule: no stop whose match ends within the text of the first
-``min_tokens`` output tokens fires. A filter cannot be told to ignore matches it has already
-seen, so such a request (literal stops only) is scanned by plain substring search until no
-match that started within those first tokens can still end (the longest stop's length later),
-and handed to a filter over the rest of the text from then on.
+``min_tokens`` output tokens fires. The filter is quiet over those tokens (no stop fires, the
+holdback stays minimal) and matches on from there, so a stop that began within them and ends
+after them fires. Quiet needs the composed matcher and literal stops: the options reject regex
+stops with ``min_tokens``, and plain ``str`` stops are given as :class:`~stopstream.Stop` items.
 
 Nothing here imports vLLM: the wrapped detokenizer is used through the attributes vLLM 0.32's
 ``BaseIncrementalDetokenizer`` has (``update``, ``output_text``, ``token_ids``,
@@ -28,52 +28,6 @@ from ._core import Stop, StopFilter
 from ._vllm_options import RequestStops
 
 __all__ = ["StopDetokenizer", "stream_span"]
-
-
-def _literal(stop: object, include_stop: bool) -> tuple[str, bool]:
-    """A literal stop's text and whether the cut keeps it."""
-    if isinstance(stop, Stop):
-        return stop.text, include_stop if stop.include is None else stop.include
-    assert isinstance(stop, str)
-    return stop, include_stop
-
-
-class _Window:
-    """Substring search for the ``min_tokens`` window: §2's winner among the matches that end
-    after ``floor`` characters, and the holdback of §2.5/§6.2."""
-
-    def __init__(self, options: RequestStops) -> None:
-        self.stops = [_literal(s, options.include_stop) for s in options.stops]
-        self.longest = max(len(s) for s, _ in self.stops)
-        self.floor: int | None = None
-
-    def first_match(self, text: str, searched: int) -> tuple[int, int, int] | None:
-        """``(start, end, index)`` of the winner among matches ending in ``(lo, len(text)]``
-        where ``lo`` is the larger of ``floor`` and ``searched`` (text already searched)."""
-        assert self.floor is not None
-        lo = max(self.floor, searched)
-        best: tuple[int, int, int] | None = None
-        for index, (stop, _) in enumerate(self.stops):
-            start = text.find(stop, max(0, lo + 1 - len(stop)))
-            if start < 0:
-                continue
-            end = start + len(stop)
-            # Earliest end, then the longest (smallest start), then the first listed.
-            if best is None or (end, start) < (best[1], best[0]):
-                best = (start, end, index)
-        return best
-
-    def held(self, text: str) -> int:
-        """The longest suffix of ``text`` that is a proper prefix of a stop whose flag is off."""
-        held = 0
-        for stop, include in self.stops:
-            if include:
-                continue
-            for k in range(min(len(stop) - 1, len(text)), held, -1):
-                if text.endswith(stop[:k]):
-                    held = k
-                    break
-        return held
 
 
 def stream_span(
@@ -105,12 +59,9 @@ class StopDetokenizer:
         self._inner = inner
         self._options = options
         self._max_tokens = max_tokens
-        self._filter: StopFilter | None = None
-        self._window: _Window | None = None
-        if options.min_tokens > 0:
-            self._window = _Window(options)
-        else:
-            self._filter = self._new_filter()
+        # Quiet over the first `min_tokens` output tokens.
+        self._quiet = options.min_tokens > 0
+        self._filter = self._new_filter()
         # All decoded text (the filter's input) and the text certain to be output.
         self._text = ""
         self._out = ""
@@ -123,9 +74,13 @@ class StopDetokenizer:
 
     def _new_filter(self) -> StopFilter:
         o = self._options
-        return StopFilter(
-            o.stops, include_stop=o.include_stop, skip=o.skip, skip_until=o.skip_until
-        )
+        stops = o.stops
+        if self._quiet:
+            stops = tuple(Stop(s) if isinstance(s, str) else s for s in stops)
+        f = StopFilter(stops, include_stop=o.include_stop, skip=o.skip, skip_until=o.skip_until)
+        if self._quiet:
+            f._quiet(True)
+        return f
 
     # vLLM's interface -------------------------------------------------------------------------
 
@@ -186,41 +141,16 @@ class StopDetokenizer:
 
     def _feed(self, piece: str) -> bool:
         """Take one token's text; ``True`` when a stop fired on it."""
-        searched = len(self._text)
         self._text += piece
-        if self._filter is not None:
-            if piece:
-                self._out += self._filter.feed(piece)
-            if self._filter.stopped:
-                self._stopped(self._filter.stop_sequence)
-                return True
-            return False
-        return self._feed_window(searched)
-
-    def _feed_window(self, searched: int) -> bool:
-        window = self._window
-        assert window is not None
-        text = self._text
-        if window.floor is None:
-            if self.num_output_tokens() < self._options.min_tokens:
-                self._out = text[: len(text) - window.held(text)]
-                return False
-            window.floor = len(text)
-        found = window.first_match(text, searched)
-        if found is not None:
-            start, end, index = found
-            stop, include = window.stops[index]
-            self._out = text[:end] if include else text[:start]
-            self._stopped(stop)
+        if piece:
+            self._out += self._filter.feed(piece)
+        if self._quiet and self.num_output_tokens() >= self._options.min_tokens:
+            # The last of the first `min_tokens` tokens: stops fire from its end on.
+            self._filter._quiet(False)
+            self._quiet = False
+        if self._filter.stopped:
+            self._stopped(self._filter.stop_sequence)
             return True
-        if len(text) >= window.floor + window.longest - 1:
-            # No match that starts within the first tokens can end from here on: a filter over
-            # the rest of the text takes over (it fires nothing on it, the search saw it all).
-            self._window = None
-            self._filter = self._new_filter()
-            self._out = text[: window.floor] + self._filter.feed(text[window.floor :])
-            return False
-        self._out = text[: len(text) - window.held(text)]
         return False
 
     def _stopped(self, stop: str | None) -> None:
@@ -231,9 +161,6 @@ class StopDetokenizer:
 
     def _finish(self) -> None:
         self._done = True
-        if self._filter is not None:
-            self._out += self._filter.finish()
-            if self._filter.stop_reason == "stop_sequence":
-                self._stop = self._filter.stop_sequence
-        else:
-            self._out = self._text
+        self._out += self._filter.finish()
+        if self._filter.stop_reason == "stop_sequence":
+            self._stop = self._filter.stop_sequence

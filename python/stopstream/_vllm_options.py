@@ -56,13 +56,9 @@ class RequestStops:
     min_tokens: int
 
     @property
-    def literal_only(self) -> bool:
-        """No regex stop and no skip option: the stops a plain substring search can find."""
-        return (
-            self.skip is None
-            and self.skip_until is None
-            and not any(isinstance(s, Regex) for s in self.stops)
-        )
+    def has_regex(self) -> bool:
+        """Whether a stop is a regex (which ``min_tokens`` does not combine with)."""
+        return any(isinstance(s, Regex) for s in self.stops)
 
 
 def _stop_item(item: object, where: str) -> StopItem:
@@ -143,10 +139,8 @@ def read_options(params: Any) -> RequestStops | None:
         skip_until=skip_until,
         min_tokens=int(params.min_tokens or 0),
     )
-    if options.min_tokens and not options.literal_only:
-        raise ValueError(
-            f"{_OPTION}: regex stops, skip and skip_until cannot be combined with min_tokens"
-        )
+    if options.min_tokens and options.has_regex:
+        raise ValueError(f"{_OPTION}: regex stops cannot be combined with min_tokens")
     if extra is not None:
         # The filter's own checks (markers, patterns) run here, at validation, not in the
         # engine's output loop.

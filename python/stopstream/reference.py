@@ -44,6 +44,7 @@ import codecs
 import dataclasses
 import functools
 import re
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
@@ -259,9 +260,10 @@ class _Scan:
         pattern = self.before_end[index]
         return pattern is not None and pattern.match(text, start) is not None
 
-    def first_win(self, text: str) -> tuple[Win | None, int | None]:
+    def first_win(self, text: str, floor: int = 0) -> tuple[Win | None, int | None]:
         """The stop that fires in ``text`` read as a whole stream, and where matching may start
-        at its end (``None``: inside a region or before the ``skip_until`` marker)."""
+        at its end (``None``: inside a region or before the ``skip_until`` marker). No match
+        ending at or before ``floor`` fires (a quiet stream's)."""
         segment = 0
         if self.skip_until is not None:
             found = text.find(self.skip_until)
@@ -284,7 +286,7 @@ class _Scan:
                 end = segment + 1
                 continue
             best: Win | None = None
-            for index in range(len(self.items)):
+            for index in range(len(self.items) if end > floor else 0):
                 literal = self.literal(index)
                 # A literal can only start at one place; a pattern anywhere.
                 starts = (
@@ -302,11 +304,11 @@ class _Scan:
             end += 1
         return None, segment
 
-    def fired(self, text: str) -> Win | None:
+    def fired(self, text: str, floor: int = 0) -> Win | None:
         """The stop that has fired once ``text`` was received (the stream not finished)."""
         seen: Win | None = None
         for following in [*self.alphabet, ""]:
-            win, _ = self.first_win(text + following)
+            win, _ = self.first_win(text + following, floor)
             if win is None or win[1] > len(text) or (seen is not None and win != seen):
                 return None
             seen = win
@@ -318,9 +320,9 @@ class _Scan:
             result = [c + a for c in result for a in self.alphabet]
         return result
 
-    def holdback_start(self, text: str) -> int:
+    def holdback_start(self, text: str, floor: int = 0) -> int:
         """Where the held-back text starts (``len(text)``: nothing held), no stop having fired."""
-        _, segment = self.first_win(text)
+        _, segment = self.first_win(text, floor)
         if segment is None:
             return len(text)
         for start in range(segment, len(text)):
@@ -330,7 +332,10 @@ class _Scan:
                     continue
                 literal = self.literal(index)
                 if literal is not None:
-                    if literal.startswith(text[start:]):
+                    # A whole stop here is held while it may still fire (a regex may beat it),
+                    # not once it ended too early to (at or before the floor).
+                    whole_late = len(literal) == have and len(text) > floor
+                    if (len(literal) > have or whole_late) and literal.startswith(text[start:]):
                         return start
                     continue
                 assert isinstance(item, Regex)
@@ -407,6 +412,8 @@ class _Matcher:
     def _open(self) -> None:
         self._text = ""
         self._emitted = 0
+        # No match ending at or before this offset fires; ``sys.maxsize`` while quiet.
+        self._floor = 0
         self._stop_index: int | None = None
         self._stop_text: str | None = None
         self._finished = False
@@ -437,7 +444,8 @@ class _Matcher:
             match = find_stop(text, self._plain)
             include = self._include_stop
         else:
-            match = scan.first_win(text)[0] if final else scan.fired(text)
+            floor = self._floor
+            match = scan.first_win(text, floor)[0] if final else scan.fired(text, floor)
             include = match is not None and scan.include[match[2]]
         if match is not None:
             start, end, index = match
@@ -450,7 +458,7 @@ class _Matcher:
         elif scan is None:
             target = len(text) - held_suffix_length(text, self._plain)
         else:
-            target = scan.holdback_start(text)
+            target = scan.holdback_start(text, self._floor)
         assert target >= self._emitted, "output already emitted cannot be taken back"
         output = text[self._emitted : target]
         self._text = text
@@ -531,6 +539,19 @@ class ReferenceStopFilter(_Matcher):
     def reset(self) -> None:
         """Start a new stream with the same stops."""
         self._open()
+
+    def _quiet(self, on: bool) -> None:
+        """While quiet no stop fires; afterwards none that completed meanwhile does (the vLLM
+        plugin's ``min_tokens``, contract §10). A composed list of literal stops only."""
+        if self._scan is None or any(isinstance(s, Regex) for s in self._stops):
+            raise ValueError(
+                "only a composed list of literal stops (Stop items or skip regions, no regex "
+                "stop) can be quiet"
+            )
+        if on:
+            self._floor = sys.maxsize
+        elif self._floor == sys.maxsize:
+            self._floor = len(self._text)
 
     @property
     def pending(self) -> str:

@@ -704,6 +704,26 @@ impl Automaton {
         (s, (next & MATCH_BIT != 0).then(|| self.out[self.number(s)] as usize))
     }
 
+    /// The state to go on from after a match at `sid` that does not fire (contract §10's
+    /// `min_tokens`): the state of the longest suffix of its string that is a proper prefix
+    /// of a stop. A state whose string is a stop that no longer stop extends moves on exactly
+    /// as that suffix's state does, so matching goes on from there, and its depth is the
+    /// holdback; any other state is kept. Rare (a stop inside the first tokens), so the suffix
+    /// is found by walking it again rather than by a table per state.
+    pub(crate) fn unfired(&self, mut sid: u32) -> u32 {
+        loop {
+            let i = self.number(sid);
+            let d = self.depth[i] as usize;
+            let out = self.out[i];
+            let extended = (0..=255u8).any(|b| self.depth(self.next(sid, b) & !MATCH_BIT) > d);
+            if out == NONE || self.patterns[out as usize].len() != d || extended {
+                return sid;
+            }
+            let string = &self.patterns[self.prefix_of[i] as usize][1..d];
+            sid = string.iter().fold(Self::START, |q, &b| self.step_out(q, b).0);
+        }
+    }
+
     fn hit(&self, sid: u32, end: usize) -> Hit {
         Hit { pattern: self.out[self.number(sid)] as usize, end }
     }

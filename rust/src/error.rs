@@ -22,6 +22,7 @@ enum ErrorKind {
     Token { position: usize, id: i64 },
     VocabTooLarge { total: usize },
     Tokenizer { message: String },
+    Quiet,
 }
 
 /// Details of a UTF-8 decoding failure, shaped like Python's `UnicodeDecodeError`.
@@ -131,6 +132,16 @@ impl Error {
         matches!(self.kind, ErrorKind::Tokenizer { .. })
     }
 
+    pub(crate) fn quiet() -> Error {
+        Error { kind: ErrorKind::Quiet }
+    }
+
+    /// Whether a stream was asked to be quiet that cannot be: its list has a regex stop, or is
+    /// a plain literal list (which runs on the literal automaton alone).
+    pub fn is_quiet(&self) -> bool {
+        matches!(self.kind, ErrorKind::Quiet)
+    }
+
     /// Whether input was fed to a stream after it was finished.
     pub fn is_finished(&self) -> bool {
         matches!(self.kind, ErrorKind::Finished)
@@ -165,6 +176,10 @@ impl fmt::Display for Error {
                 write!(f, "vocabulary too large ({total}+ bytes of token text; the limit is 2^32)")
             }
             ErrorKind::Tokenizer { message } => f.write_str(message),
+            ErrorKind::Quiet => f.write_str(
+                "only a composed list of literal stops (Stop items or skip regions, no regex \
+                 stop) can be quiet",
+            ),
         }
     }
 }

@@ -207,6 +207,16 @@ impl Filter {
         Filter { kind, owed: None, buf: Vec::new() }
     }
 
+    /// Makes the stream quiet, or no longer quiet ([`MatchStream::quiet`]); a literal list's
+    /// stream, on the literal automaton alone, cannot be (an error).
+    pub fn quiet(&mut self, on: bool) -> Result<(), Error> {
+        match &mut self.kind {
+            Kind::ComposedText(m, t) => t.quiet(m, on),
+            Kind::ComposedBytes(m, b) => b.text_mut().quiet(m, on),
+            Kind::Text(..) | Kind::Bytes(..) => Err(Error::quiet()),
+        }
+    }
+
     /// Starts over with the same stops and settings.
     pub fn reset(&mut self) {
         match &mut self.kind {

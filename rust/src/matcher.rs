@@ -313,6 +313,8 @@ pub struct MatchStream {
     threads: Vec<Threads>,
     /// The matched text of a regex winner.
     matched: Vec<u8>,
+    /// No stop fires ([`MatchStream::quiet`]).
+    quiet: bool,
 }
 
 impl MatchStream {
@@ -334,6 +336,7 @@ impl MatchStream {
             cand: None,
             threads: m.regexes.iter().map(|r| r.1.threads()).collect(),
             matched: Vec::new(),
+            quiet: false,
         }
     }
 
@@ -371,7 +374,23 @@ impl MatchStream {
         !matches!(self.zone, Zone::Outside)
     }
 
-    /// Starts over.
+    /// Whether stops fire: while the stream is quiet, none does (contract §10's `min_tokens`:
+    /// no stop that completes within the first tokens fires), and the holdback stays minimal:
+    /// a complete stop that no longer stop extends is not held. A literal stop is decided where
+    /// it completes, so a match that completed while quiet never fires later.
+    ///
+    /// Literal stops only (an error otherwise): a regex match is decided a character late, and
+    /// whether an attempt can still end later than now, rather than only here, is not a fact
+    /// the regex engines keep.
+    pub fn quiet(&mut self, m: &Matcher, on: bool) -> Result<(), Error> {
+        if !m.regexes.is_empty() {
+            return Err(Error::quiet());
+        }
+        self.quiet = on;
+        Ok(())
+    }
+
+    /// Starts over (not quiet).
     pub fn reset(&mut self, m: &Matcher) {
         *self = MatchStream::new(m);
     }
@@ -704,12 +723,16 @@ impl MatchStream {
                     for (k, &b) in ch.iter().enumerate() {
                         let (s, hit) = m.literals.step_out(self.ac, b);
                         self.ac = s;
-                        if let Some(p) = hit {
-                            let len = m.literals.patterns()[p].len();
-                            self.cand = Some((pos + k + 1 - len, m.literal_stop[p]));
-                        }
                         if let Hold::Separate(h) = &m.hold {
                             self.hold_ac = h.step_out(self.hold_ac, b).0;
+                        }
+                        if let Some(p) = hit {
+                            if self.quiet {
+                                self.pass_over(m);
+                            } else {
+                                let len = m.literals.patterns()[p].len();
+                                self.cand = Some((pos + k + 1 - len, m.literal_stop[p]));
+                            }
                         }
                         if let Some(opens) = m.regions.opens() {
                             let (s, hit) = opens.step_out(self.open_ac, b);
@@ -732,6 +755,17 @@ impl MatchStream {
             }
         }
         None
+    }
+
+    /// A stop completed while quiet: passed over, and not held either (a stop no longer one
+    /// extends). Out of line: the usual hit ends the stream, and this one is rare.
+    #[cold]
+    #[inline(never)]
+    fn pass_over(&mut self, m: &Matcher) {
+        self.ac = m.literals.unfired(self.ac);
+        if let Hold::Separate(h) = &m.hold {
+            self.hold_ac = h.unfired(self.hold_ac);
+        }
     }
 
     /// At the end of the input: a match ending here that holds whatever comes next, if no match

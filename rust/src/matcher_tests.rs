@@ -408,6 +408,109 @@ fn table() {
     }
 }
 
+/// Quiet streams (`min_tokens`): the chunks fed while quiet, then the rest; the output of
+/// every feed, then of finish, the held text after each feed, and the final status.
+#[test]
+#[allow(clippy::type_complexity, reason = "a table of literal cases")]
+fn quiet_table() {
+    let think = || vec![("<".to_owned(), ">".to_owned())];
+    let regions = |stops| Case { stops, until: None, skip: think() };
+    let cases: Vec<(Case, &[&str], &[&str], &[&str], &[&str], Status)> = vec![
+        // A stop completed while quiet is not held; one completed after fires.
+        (
+            case(vec![lit("ab")]),
+            &["xab"],
+            &["ab!"],
+            &["xab", "", ""],
+            &["", ""],
+            Status::Stopped(0),
+        ),
+        // Matches that began while quiet and end after it fire.
+        (case(vec![lit("abc")]), &["xab"], &["c"], &["x", "", ""], &["ab", ""], Status::Stopped(0)),
+        // A complete stop that a longer one extends is held, as its prefix.
+        (
+            case(vec![lit("ab"), lit("abc")]),
+            &["ab"],
+            &["c"],
+            &["", "", ""],
+            &["ab", ""],
+            Status::Stopped(1),
+        ),
+        (
+            case(vec![lit("ab"), lit("abc")]),
+            &["ab"],
+            &["d"],
+            &["", "abd", ""],
+            &["ab", ""],
+            Status::Finished,
+        ),
+        // Stops inside a complete one: each is passed over, down to the held prefix.
+        (
+            case(vec![lit("abcd"), lit("bcd"), lit("cd"), lit("dx")]),
+            &["abcd"],
+            &["x"],
+            &["abc", "", ""],
+            &["d", ""],
+            Status::Stopped(3),
+        ),
+        (case(vec![lit("abc"), lit("bc")]), &["abc"], &[], &["abc", ""], &[""], Status::Finished),
+        // Mixed flags: only flag-off stops are held.
+        (
+            case(vec![keep(lit("ab")), lit("abc")]),
+            &["ab"],
+            &["x"],
+            &["", "abx", ""],
+            &["ab", ""],
+            Status::Finished,
+        ),
+        (
+            case(vec![lit("ab"), keep(lit("abc"))]),
+            &["ab"],
+            &["c"],
+            &["ab", "c", ""],
+            &["", ""],
+            Status::Stopped(1),
+        ),
+        // Still quiet at the end: nothing fires.
+        (case(vec![lit("ab")]), &["ab", "ab"], &[], &["ab", "ab", ""], &["", ""], Status::Finished),
+        // Regions open and close while quiet as always.
+        (
+            regions(vec![lit("ab")]),
+            &["<a"],
+            &["b>ab"],
+            &["<a", "b>", ""],
+            &["", ""],
+            Status::Stopped(0),
+        ),
+        (regions(vec![lit("ab")]), &["<"], &["ab"], &["<", "ab", ""], &["", ""], Status::Finished),
+    ];
+    for (case, quiet, loud, outs, held, status) in cases {
+        let m = case.matcher().unwrap();
+        let mut st = MatchStream::new(&m);
+        st.quiet(&m, true).unwrap();
+        let (mut got, mut pend) = (Vec::new(), Vec::new());
+        for (i, c) in quiet.iter().chain(loud).enumerate() {
+            if i == quiet.len() {
+                st.quiet(&m, false).unwrap();
+            }
+            let mut out = Vec::new();
+            if st.feed(&m, c.as_bytes(), &mut out).unwrap() == ByteOut::Input {
+                out = c.as_bytes().to_vec();
+            }
+            got.push(String::from_utf8(out).unwrap());
+            pend.push(String::from_utf8(st.held().to_vec()).unwrap());
+        }
+        let mut out = Vec::new();
+        st.finish(&m, &mut out);
+        got.push(String::from_utf8(out).unwrap());
+        let got: Vec<&str> = got.iter().map(String::as_str).collect();
+        let pend: Vec<&str> = pend.iter().map(String::as_str).collect();
+        assert_eq!((&got[..], &pend[..], st.status()), (outs, held, status), "{case:?} {quiet:?}");
+    }
+    let m = case(vec![re("a+")]).matcher().unwrap();
+    assert!(MatchStream::new(&m).quiet(&m, true).unwrap_err().is_quiet());
+}
+
 #[test]
 fn pattern_errors_name_the_position() {
     for (p, needle) in

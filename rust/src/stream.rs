@@ -395,6 +395,11 @@ impl<T: TextMatcher> ByteStream<T> {
         &self.text
     }
 
+    /// The text stream, to change its settings (see [`crate::MatchStream::quiet`]).
+    pub fn text_mut(&mut self) -> &mut T {
+        &mut self.text
+    }
+
     /// Whether invalid input is replaced by U+FFFD rather than rejected.
     pub fn replace(&self) -> bool {
         self.replace

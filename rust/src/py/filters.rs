@@ -101,6 +101,12 @@ reports! {
             Ok(())
         }
 
+        /// For the vLLM plugin's `min_tokens`: see [`Filter::quiet`].
+        #[pyo3(name = "_quiet", signature = (on, /))]
+        fn quiet(&self, py: Python<'_>, on: bool) -> PyResult<()> {
+            lock(py, &self.state)?.quiet(on).map_err(|e| map_error(py, &e))
+        }
+
         fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
             let stops = self.stops.tuple.bind(py).repr()?;
             let include = if self.include_stop { "True" } else { "False" };
