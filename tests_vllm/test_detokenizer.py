@@ -26,16 +26,25 @@ def make_request(prompt_ids: list[int], **params: Any) -> Any:
     )
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_multi_token_steps(llm: Any, seed: int) -> None:
-    from vllm.v1.engine.detokenizer import IncrementalDetokenizer
-
+def random_tokens(
+    llm: Any, seed: int
+) -> tuple[random.Random, Any, list[int], list[int], list[str]]:
+    """A seeded generator, the tokenizer, a prompt, 40 random output ids and the text after
+    each of them as vLLM decodes it."""
     rng = random.Random(seed)
     tokenizer = llm.get_tokenizer()
     prompt_ids = tokenizer.encode("Hello")
     ids = [rng.randrange(3, tokenizer.vocab_size) for _ in range(40)]
     request = make_request(prompt_ids, max_tokens=100)
     texts = decode_offsets(tokenizer, prompt_ids, ids, False, request.sampling_params)
+    return rng, tokenizer, prompt_ids, ids, texts
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_multi_token_steps(llm: Any, seed: int) -> None:
+    from vllm.v1.engine.detokenizer import IncrementalDetokenizer
+
+    rng, tokenizer, prompt_ids, ids, texts = random_tokens(llm, seed)
     full = texts[-1]
     a = rng.randrange(max(1, len(full) - 3))
     stops = [full[a : a + rng.randint(1, 4)] or "x", full[a + 1 : a + 3] or "y"]
@@ -69,12 +78,7 @@ def test_min_tokens_with_skip_regions(llm: Any, seed: int) -> None:
     first ``min_tokens`` tokens, fed token by token."""
     from vllm.v1.engine.detokenizer import IncrementalDetokenizer
 
-    rng = random.Random(seed)
-    tokenizer = llm.get_tokenizer()
-    prompt_ids = tokenizer.encode("Hello")
-    ids = [rng.randrange(3, tokenizer.vocab_size) for _ in range(40)]
-    request = make_request(prompt_ids, max_tokens=100)
-    texts = decode_offsets(tokenizer, prompt_ids, ids, False, request.sampling_params)
+    rng, tokenizer, prompt_ids, ids, texts = random_tokens(llm, seed)
     full = texts[-1]
     min_tokens = rng.choice([1, 3, 10])
     # Stops and markers from the text, often from around the end of the first tokens.
