@@ -118,6 +118,19 @@ def test_min_tokens_with_skip_regions(llm: Any, seed: int) -> None:
     assert d.output_token_ids == ids[:fired_at], (stops, skip, full)
 
 
+def test_min_tokens_without_stops(llm: Any) -> None:
+    """Stopstream options without stops, and ``min_tokens``: served, the whole text."""
+    from vllm.v1.engine.detokenizer import IncrementalDetokenizer
+
+    _, tokenizer, prompt_ids, ids, texts = random_tokens(llm, 0)
+    extra = {"stopstream": {}}
+    request = make_request(prompt_ids, max_tokens=100, min_tokens=3, extra_args=extra)
+    d = IncrementalDetokenizer.from_new_request(tokenizer, request)
+    assert type(d).__name__ == "StopDetokenizer"
+    assert d.update(ids, False) is None
+    assert d.get_next_output_text(True, False) == texts[-1]
+
+
 def test_bad_options_are_value_errors_naming_them(llm: Any) -> None:
     from vllm import SamplingParams
 

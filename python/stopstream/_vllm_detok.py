@@ -59,8 +59,8 @@ class StopDetokenizer:
         self._inner = inner
         self._options = options
         self._max_tokens = max_tokens
-        # Quiet over the first `min_tokens` output tokens.
-        self._quiet = options.min_tokens > 0
+        # Quiet over the first `min_tokens` output tokens (with no stops, nothing can fire).
+        self._quiet = options.min_tokens > 0 and bool(options.stops)
         self._filter = self._new_filter()
         # All decoded text (the filter's input) and the text certain to be output.
         self._text = ""

@@ -208,7 +208,8 @@ impl Filter {
     }
 
     /// Makes the stream quiet, or no longer quiet ([`MatchStream::quiet`]); a literal list's
-    /// stream, on the literal automaton alone, cannot be (an error).
+    /// stream, on the literal automaton alone, cannot be (an error). Over raw bytes, a
+    /// character split across the change is matched after it, when it completes.
     pub fn quiet(&mut self, on: bool) -> Result<(), Error> {
         match &mut self.kind {
             Kind::ComposedText(m, t) => t.quiet(m, on),
