@@ -514,6 +514,31 @@ def test_bad_patterns_name_the_position(pattern: str, message: str) -> None:
         _ = stopstream.Regex(pattern).max_len
 
 
+def test_a_size_limit_bounds_a_pattern() -> None:
+    """A limit rejects a pattern as soon as compiling passes it, so an untrusted pattern costs
+    little; a pattern whose DFA would pass it runs on its NFA, with the same matches."""
+    hostile = stopstream.Regex(r"(\w+\s?){1,200}z", size_limit=64 << 10)
+    with pytest.raises(ValueError, match="position 1 is invalid: the compiled pattern is over its"):
+        stopstream.StopFilter(["ok", hostile])
+    assert stopstream.StopFilter([stopstream.Regex(r"(\w+\s?){1,3}z", size_limit=64 << 10)])
+    # (a|b)*a(a|b){12}c: a small NFA whose DFA has thousands of states.
+    text = "ab" * 40 + "a" + "b" * 12 + "c tail"
+    outs = []
+    for limit in (None, 1 << 20, 4 << 10):
+        f = stopstream.StopFilter([stopstream.Regex("(a|b)*a(a|b){12}c", size_limit=limit)])
+        outs.append((f.feed(text) + f.finish(), f.stop_sequence))
+    assert outs[0] == outs[1] == outs[2] and outs[0][0] == ""
+    r = stopstream.Regex("x+", size_limit=100)
+    assert r.size_limit == 100 and stopstream.Regex("x+").size_limit is None
+    assert r != stopstream.Regex("x+") and r == stopstream.Regex("x+", size_limit=100)
+    assert repr(r) == "Regex('x+', size_limit=100)"
+    assert pickle.loads(pickle.dumps(r)) == r
+    with pytest.raises(ValueError, match="size_limit must be a positive"):
+        stopstream.Regex("x", size_limit=0)
+    with pytest.raises(OverflowError):
+        stopstream.Regex("x", size_limit=-1)
+
+
 def test_bad_options() -> None:
     with pytest.raises(ValueError, match="position 0 is empty"):
         stopstream.StopFilter([stopstream.Stop("")])

@@ -75,14 +75,25 @@ class Regex:
     text. Immutable, hashable, equal by value.
     """
 
-    def __new__(cls, pattern: str, *, include: bool | None = None) -> Self:
+    def __new__(
+        cls, pattern: str, *, include: bool | None = None, size_limit: int | None = None
+    ) -> Self:
         """A pattern stop; the pattern is checked when a stop list is compiled, where an
-        invalid or empty-matching pattern is a ``ValueError`` naming its position.
+        invalid or empty-matching pattern, or one over its size limit, is a ``ValueError``
+        naming its position.
 
         Args:
             pattern: the pattern.
             include: keep the match in the output when it fires; ``None``: the filter's
                 ``include_stop``.
+            size_limit: the most heap the compiled pattern may take, in bytes (``None``: the
+                engine's default, 10 MiB). Compiling stops as soon as it is passed, so a small
+                limit bounds the time an untrusted pattern can cost; a pattern whose fast
+                automaton would pass it runs on its smaller, slower one instead.
+
+        Raises:
+            ValueError: ``size_limit`` is 0.
+            OverflowError: ``size_limit`` is negative.
         """
     @property
     def pattern(self) -> str:
@@ -91,6 +102,9 @@ class Regex:
     def include(self) -> bool | None:
         """This stop's include flag; ``None``: the filter's ``include_stop``."""
     @property
+    def size_limit(self) -> int | None:
+        """The most heap the compiled pattern may take, in bytes; ``None``: the default."""
+    @property
     def max_len(self) -> int | None:
         """The longest match in code points; ``None`` if unbounded (then held text is too).
 
@@ -98,7 +112,7 @@ class Regex:
             ValueError: the pattern is invalid or matches the empty string.
         """
     def __eq__(self, value: object, /) -> bool:
-        """Equal to a ``Regex`` with the same pattern and flag."""
+        """Equal to a ``Regex`` with the same pattern, flag and size limit."""
     def __hash__(self) -> int:
         """A hash consistent with ``==``."""
 

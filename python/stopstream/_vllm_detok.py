@@ -12,7 +12,7 @@ the stop, so the token ids (and, through vLLM's own trimming, the logprobs) end 
 ``min_tokens`` output tokens fires. The filter is quiet over those tokens (no stop fires, the
 holdback stays minimal) and matches on from there, so a stop that began within them and ends
 after them fires. Quiet needs the composed matcher and literal stops: the options reject regex
-stops with ``min_tokens``, and plain ``str`` stops are given as :class:`~stopstream.Stop` items.
+stops with ``min_tokens``, and compile plain ``str`` stops as :class:`~stopstream.Stop` items.
 
 Nothing here imports vLLM: the wrapped detokenizer is used through the attributes vLLM 0.32's
 ``BaseIncrementalDetokenizer`` has (``update``, ``output_text``, ``token_ids``,
@@ -24,7 +24,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import Any
 
-from ._core import Stop, StopFilter
+from ._core import StopFilter
 from ._vllm_options import RequestStops
 
 __all__ = ["StopDetokenizer", "stream_span"]
@@ -73,11 +73,7 @@ class StopDetokenizer:
         self._stop: str | None = None
 
     def _new_filter(self) -> StopFilter:
-        o = self._options
-        stops = o.stops
-        if self._quiet:
-            stops = tuple(Stop(s) if isinstance(s, str) else s for s in stops)
-        f = StopFilter(stops, include_stop=o.include_stop, skip=o.skip, skip_until=o.skip_until)
+        f = StopFilter(self._options.compiled)
         if self._quiet:
             f._quiet(True)
         return f

@@ -54,8 +54,8 @@ def vocab_for(tokenizer: Any) -> Vocab | None:
 
 class TokenDetokenizer:
     """vLLM's detokenizer interface over a :class:`~stopstream.TokenStopFilter`; hands over to
-    the text path (``fallback(tokenizer, request)``) where the decoded text stops being valid
-    UTF-8.
+    the text path (``fallback(tokenizer, request, options)``) where the decoded text stops
+    being valid UTF-8.
 
     A request in flight holds one of these: slots, and nothing per request that can be shared
     or made again on the rare hand-over, keep it below vLLM's own detokenizer (about 600 bytes
@@ -69,6 +69,7 @@ class TokenDetokenizer:
         "_ids",
         "_include",
         "_max_tokens",
+        "_options",
         "_released",
         "_request",
         "_sent_chars",
@@ -84,17 +85,14 @@ class TokenDetokenizer:
         vocab: Vocab,
         options: RequestStops,
         max_tokens: int | None,
-        fallback: Callable[[Any, Any], StopDetokenizer],
+        fallback: Callable[[Any, Any, RequestStops], StopDetokenizer],
         tokenizer: Any,
         request: Any,
     ) -> None:
         # Raises TypeError/ValueError where this build's filter does not take the options.
-        self._filter = TokenStopFilter(
-            vocab,
-            options.stops,
-            include_stop=options.include_stop,
-            **_skip_kwargs(options),
-        )
+        self._filter = TokenStopFilter(vocab, options.compiled)
+        # Shared with every request that sent the same options; kept for a hand-over.
+        self._options = options
         self._include = options.include_stop
         self._max_tokens = max_tokens
         self._fallback = fallback
@@ -262,7 +260,7 @@ class TokenDetokenizer:
     def _hand_over(self, rest: list[int], stop_terminated: bool, final: bool = False) -> str | None:
         """Replay every id so far into the text path, which serves the request from now on."""
         STATS["handed_over"] += 1
-        text = self._fallback(self._tokenizer, self._request)
+        text = self._fallback(self._tokenizer, self._request, self._options)
         ids = self._ids
         stop: str | None = None
         for k, token_id in enumerate(ids):
@@ -292,12 +290,3 @@ def _open_tail(data: bytes) -> bytes:
             need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
             return data[-back:] if need > back else b""
     return b""
-
-
-def _skip_kwargs(options: RequestStops) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {}
-    if options.skip is not None:
-        kwargs["skip"] = options.skip
-    if options.skip_until is not None:
-        kwargs["skip_until"] = options.skip_until
-    return kwargs

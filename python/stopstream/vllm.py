@@ -10,10 +10,16 @@ text path (:class:`~stopstream._vllm_detok.StopDetokenizer` around the detokeniz
 have made); every other request gets vLLM's own, untouched. ``RequestState`` is patched so
 that streamed token ids and logprobs go out with their text. ``SamplingParams.verify`` is
 wrapped so that a bad option is a ``ValueError`` at request validation (a 400 from the
-server), never an error inside the engine's output loop.
+server), never an error inside the engine's output loop; the options it reads and compiles
+are the ones the detokenizer uses.
 
-``STOPSTREAM_VLLM=0`` turns the plugin off. It patches only the vLLM versions it was tested
-against (:data:`TESTED`); under any other it logs that and does nothing.
+Which vLLM: the plugin serves a release whose surfaces are the ones it patches (:func:`check`
+looks at them; :data:`TESTED` lists the releases CI runs), with one warning line for a release
+not tested. It stays inactive, saying why, where they differ, under ``STOPSTREAM_VLLM=0``, and
+under ``VLLM_USE_RUST_FRONTEND=1`` (vLLM-rs then detokenizes and applies stops in Rust). While
+it is inactive, a request carrying stopstream options is rejected at validation with the
+reason: its stops are never dropped in silence. ``python -m stopstream.vllm`` prints the
+verdict for the vLLM of its environment.
 
 Importing this module does not import vLLM (``import stopstream`` never does either); vLLM is
 imported by ``register``, which vLLM calls.
@@ -22,15 +28,28 @@ imported by ``register``, which vLLM calls.
 from __future__ import annotations
 
 import importlib
+import inspect
 import logging
 import os
+import sys
+from dataclasses import dataclass
 from typing import Any
 
 from ._vllm_detok import StopDetokenizer
 from ._vllm_fast import TokenDetokenizer, vocab_for
-from ._vllm_options import RequestStops, read_options
+from ._vllm_options import BOUND_ENV, Bounds, Reasoning, RequestStops, read_options
 
-__all__ = ["TESTED", "active", "register", "request_stops", "set_enabled", "set_token_path"]
+__all__ = [
+    "TESTED",
+    "Verdict",
+    "active",
+    "check",
+    "main",
+    "register",
+    "request_stops",
+    "set_enabled",
+    "set_token_path",
+]
 
 
 def __dir__() -> list[str]:
@@ -38,10 +57,21 @@ def __dir__() -> list[str]:
     return sorted(__all__)
 
 
-TESTED = ("0.32.",)
-"""Prefixes of the vLLM versions the plugin was tested against."""
+TESTED = ("0.30", "0.31", "0.32", "0.33", "0.34")
+"""The vLLM releases (major.minor) the plugin is tested against in CI."""
 
 _state: dict[str, Any] = {}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether the plugin serves this vLLM (``active``), and why (``reason``); ``warning``:
+    a line to log while serving (a release not tested)."""
+
+    active: bool
+    version: str
+    reason: str
+    warning: str | None = None
 
 
 def _vllm(module: str) -> Any:
@@ -58,9 +88,126 @@ def _logger() -> logging.Logger:
 
 
 def request_stops(params: Any) -> RequestStops | None:
-    """The request's stop options (``None``: vLLM's own detokenizer serves it); raises
-    ``ValueError`` naming a bad option."""
-    return read_options(params)
+    """The request's stop options (``None``: vLLM's own detokenizer serves it), read with this
+    process's bounds and reasoning markers; raises ``ValueError`` naming a bad option."""
+    return read_options(params, _bounds(), _state.get("reasoning"))
+
+
+def _bounds() -> Bounds:
+    bounds: Bounds | None = _state.get("bounds")
+    if bounds is None:
+        bounds, _ = Bounds.from_env()
+        _state["bounds"] = bounds
+    return bounds
+
+
+def _params(func: Any) -> list[str]:
+    return list(inspect.signature(func).parameters)
+
+
+def _surfaces() -> list[str]:
+    """What differs from the surfaces the plugin patches and relies on (empty: all there)."""
+    problems: list[str] = []
+
+    def need(ok: Any, what: str) -> None:
+        if not ok:
+            problems.append(what)
+
+    try:
+        detokenizer = _vllm("vllm.v1.engine.detokenizer")
+        output_processor = _vllm("vllm.v1.engine.output_processor")
+        sampling = _vllm("vllm.sampling_params")
+        exceptions = _vllm("vllm.exceptions")
+    except Exception as e:  # a module moved or failed to import
+        return [f"a module the plugin patches does not import ({type(e).__name__}: {e})"]
+    cls = getattr(detokenizer, "IncrementalDetokenizer", None)
+    base = getattr(detokenizer, "BaseIncrementalDetokenizer", None)
+    factory = cls is not None and cls.__dict__.get("from_new_request")
+    need(
+        isinstance(factory, classmethod)
+        and _params(factory.__func__)[1:] == ["tokenizer", "request"],
+        "IncrementalDetokenizer.from_new_request(tokenizer, request)",
+    )
+    need(
+        base is not None
+        and _params(base.update)[1:] == ["new_token_ids", "stop_terminated"]
+        and _params(base.get_next_output_text)[1:] == ["finished", "delta"]
+        and {"stop", "stop_buffer_length", "output_text"} <= set(base.__init__.__code__.co_names)
+        and hasattr(base, "num_output_tokens")
+        and hasattr(cls, "output_token_ids"),
+        "BaseIncrementalDetokenizer (update, get_next_output_text, stop, stop_buffer_length, "
+        "output_text, output_token_ids, num_output_tokens)",
+    )
+    need(
+        hasattr(detokenizer, "uses_fast_detokenizer") or hasattr(detokenizer, "TokenizersBackend"),
+        "detokenizer.uses_fast_detokenizer or TokenizersBackend",
+    )
+    state = getattr(output_processor, "RequestState", None)
+    need(
+        state is not None
+        and _params(state._new_completion_output)[1:4]
+        == ["token_ids", "finish_reason", "stop_reason"],
+        "RequestState._new_completion_output(token_ids, finish_reason, stop_reason)",
+    )
+    need(hasattr(output_processor, "OutputProcessor"), "OutputProcessor")
+    params = getattr(sampling, "SamplingParams", None)
+    need(
+        params is not None
+        and _params(params.verify)[1:5]
+        == ["model_config", "speculative_config", "structured_outputs_config", "tokenizer"]
+        and {
+            "stop",
+            "include_stop_str_in_output",
+            "min_tokens",
+            "max_tokens",
+            "skip_special_tokens",
+            "extra_args",
+        }
+        <= set(getattr(params, "__struct_fields__", ())),
+        "SamplingParams.verify(model_config, speculative_config, structured_outputs_config, "
+        "tokenizer) and its stop fields",
+    )
+    need(hasattr(getattr(sampling, "RequestOutputKind", None), "DELTA"), "RequestOutputKind.DELTA")
+    need(hasattr(exceptions, "VLLMValidationError"), "vllm.exceptions.VLLMValidationError")
+    return problems
+
+
+def check() -> Verdict:
+    """Whether the plugin would serve the vLLM installed here, and why (imports vLLM)."""
+    if _off("STOPSTREAM_VLLM"):
+        return Verdict(False, _version(), "turned off by STOPSTREAM_VLLM=0")
+    try:
+        version = str(getattr(_vllm("vllm"), "__version__", "unknown"))
+    except ImportError:
+        return Verdict(False, "none", "vLLM is not installed")
+    if _on("VLLM_USE_RUST_FRONTEND"):
+        return Verdict(
+            False,
+            version,
+            "VLLM_USE_RUST_FRONTEND=1: vLLM-rs detokenizes and applies stops, outside Python",
+        )
+    problems = _surfaces()
+    if problems:
+        return Verdict(
+            False, version, "this vLLM differs from what the plugin patches: " + "; ".join(problems)
+        )
+    release = ".".join(version.split(".")[:2])
+    if release in TESTED:
+        return Verdict(True, version, f"vLLM {release} is a tested release")
+    return Verdict(
+        True,
+        version,
+        "the surfaces the plugin patches are as in the tested releases",
+        f"stopstream: vLLM {version} is not a release the plugin was tested against "
+        f"({', '.join(TESTED)}); its surfaces match, so the plugin serves it",
+    )
+
+
+def _version() -> str:
+    try:
+        return str(getattr(_vllm("vllm"), "__version__", "unknown"))
+    except Exception:
+        return "none"
 
 
 def register() -> None:
@@ -70,45 +217,156 @@ def register() -> None:
     _state["registered"] = True
     log = _logger()
     _state["tokens"] = not _off("STOPSTREAM_VLLM_TOKENS")
-    if _off("STOPSTREAM_VLLM"):
-        log.info("stopstream: vLLM plugin off (STOPSTREAM_VLLM=0)")
-        return
+    bounds, problems = Bounds.from_env()
+    _state["bounds"] = bounds
+    for problem in problems:
+        log.warning("stopstream: %s; that bound keeps its default", problem)
     try:
-        vllm = _vllm("vllm")
-    except ImportError:
-        log.info("stopstream: vLLM is not installed; the vLLM plugin stays inactive")
+        verdict = check()
+    except Exception as e:
+        verdict = Verdict(False, _version(), f"the check failed ({type(e).__name__}: {e})")
+    _state["verdict"] = verdict
+    if verdict.active:
+        try:
+            _patch()
+        except Exception as e:
+            log.exception("stopstream: could not install the vLLM plugin; it stays inactive")
+            verdict = Verdict(False, verdict.version, f"installing failed ({type(e).__name__})")
+            _state["verdict"] = verdict
+    if not verdict.active:
+        if verdict.version != "none":
+            log.warning("stopstream: vLLM plugin inactive: %s", verdict.reason)
+            _reject_options(verdict.reason)
         return
-    try:
-        version = str(getattr(vllm, "__version__", "unknown"))
-        if not version.startswith(TESTED):
-            log.warning(
-                "stopstream: vLLM %s is not a version the plugin was tested against (%s); "
-                "the plugin stays inactive",
-                version,
-                ", ".join(t + "x" for t in TESTED),
-            )
-            return
-        _patch()
-    except Exception:
-        log.exception("stopstream: could not install the vLLM plugin; it stays inactive")
-        return
+    if verdict.warning:
+        log.warning("%s", verdict.warning)
     _state["active"] = True
-    _state["version"] = version
+    _state["version"] = verdict.version
     # Every vLLM process loads the plugin, some before their logging is set up (the API
     # server parses its arguments first); the one line at INFO comes from the process that
     # detokenizes, when its output processor is made.
-    log.debug("stopstream: vLLM plugin installed (vLLM %s)", version)
+    log.debug("stopstream: vLLM plugin installed (vLLM %s)", verdict.version)
 
 
 def _off(name: str) -> bool:
     return os.environ.get(name, "1").strip().lower() in ("0", "false", "no", "off")
 
 
-def set_token_path(enabled: bool) -> None:
-    """Let requests take the token-id path where it applies (``True``, the default; the
-    environment's ``STOPSTREAM_VLLM_TOKENS=0`` says ``False``), or serve every request with stops
-    by the text path (for comparisons: tests and benchmarks)."""
-    _state["tokens"] = enabled
+def _on(name: str) -> bool:
+    return os.environ.get(name, "0").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def _option_error() -> Any:
+    """vLLM's server answers 400 to its own validation error only (a bare ValueError is a
+    500); this one is both, so `LLM` callers get a ValueError as everywhere else."""
+    error = _state.get("option_error")
+    if error is None:
+        base = getattr(_vllm("vllm.exceptions"), "VLLMValidationError", None)
+        bases = (base, ValueError) if base is not None else (ValueError,)
+        error = type("StopstreamOptionError", bases, {})
+        _state["option_error"] = error
+    return error
+
+
+def _raise_option_error(message: str) -> None:
+    error = _option_error()
+    try:
+        exc = error(message, parameter="extra_args")
+    except TypeError:  # a ValueError without vLLM's keyword
+        exc = error(message)
+    raise exc from None
+
+
+def _reject_options(reason: str) -> None:
+    """While inactive: a request with stopstream options is rejected with the reason, never
+    served without its stops."""
+    try:
+        params_cls: Any = _vllm("vllm.sampling_params").SamplingParams
+        verify = params_cls.verify
+    except Exception:
+        return  # nothing validates requests in Python here
+    key = _options_key()
+
+    def rejecting_verify(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = verify(self, *args, **kwargs)
+        extra = getattr(self, "extra_args", None)
+        if extra and key in extra:
+            _raise_option_error(
+                f'extra_args["{key}"]: the stopstream vLLM plugin is inactive in this server '
+                f"({reason}), so these stop options cannot be applied"
+            )
+        return result
+
+    params_cls.verify = rejecting_verify
+
+
+def _options_key() -> str:
+    from ._vllm_options import EXTRA_KEY
+
+    return EXTRA_KEY
+
+
+def _reasoning(config: Any, tokenizer: Any) -> Reasoning | None:
+    """The server's reasoning markers (from the parser its ``--reasoning-parser`` names,
+    built once per tokenizer) and the ``STOPSTREAM_VLLM_SKIP_REASONING`` default."""
+    default = _on("STOPSTREAM_VLLM_SKIP_REASONING")
+    name = getattr(config, "reasoning_parser", None) or ""
+    key = (name, id(tokenizer), default)
+    cached = _state.get("reasoning")
+    if cached is not None and _state.get("reasoning_key") == key:
+        return cached if isinstance(cached, Reasoning) else None
+    reasoning: Reasoning | None = None
+    if name and tokenizer is not None:
+        try:
+            parser_cls = _vllm("vllm.reasoning").ReasoningParserManager.get_reasoning_parser(name)
+            parser = parser_cls(tokenizer)
+            start = parser.reasoning_start_str or None
+            end = parser.reasoning_end_str or None
+            reasoning = Reasoning(start, end, default)
+        except Exception:
+            _logger().exception(
+                "stopstream: could not read the markers of reasoning parser %r", name
+            )
+    if reasoning is None or not (reasoning.start and reasoning.end):
+        if default and not _state.get("warned_reasoning"):
+            _state["warned_reasoning"] = True
+            _logger().warning(
+                "stopstream: STOPSTREAM_VLLM_SKIP_REASONING=1, but the server has no reasoning "
+                "parser with start and end markers (--reasoning-parser): requests keep their "
+                "stops everywhere unless they give skip or skip_until"
+            )
+        reasoning = Reasoning(None, None, default) if default else None
+    _state["reasoning"] = reasoning
+    _state["reasoning_key"] = key
+    # The marker ids, to see whether a prompt opens the reasoning (a template that ends the
+    # prompt with the start marker).
+    ids: tuple[int | None, int | None] = (None, None)
+    if reasoning is not None and reasoning.start and reasoning.end and tokenizer is not None:
+        ids = (_single_id(tokenizer, reasoning.start), _single_id(tokenizer, reasoning.end))
+    _state["marker_ids"] = ids
+    return reasoning
+
+
+def _single_id(tokenizer: Any, text: str) -> int | None:
+    try:
+        ids = tokenizer.encode(text, add_special_tokens=False)
+    except Exception:
+        return None
+    return int(ids[0]) if len(ids) == 1 else None
+
+
+def _opens_reasoning(prompt_ids: Any) -> bool:
+    """Whether the prompt ends inside the reasoning: its last start marker comes after its
+    last end marker (marker tokens only; a marker spread over several tokens is not seen)."""
+    start, end = _state.get("marker_ids", (None, None))
+    if start is None or not prompt_ids:
+        return False
+    for token in reversed(prompt_ids):
+        if token == end:
+            return False
+        if token == start:
+            return True
+    return False
 
 
 def active() -> bool:
@@ -125,6 +383,26 @@ def set_enabled(enabled: bool) -> None:
     cls.from_new_request = patched if enabled else stock
 
 
+def set_token_path(enabled: bool) -> None:
+    """Let requests take the token-id path where it applies (``True``, the default; the
+    environment's ``STOPSTREAM_VLLM_TOKENS=0`` says ``False``), or serve every request with stops
+    by the text path (for comparisons: tests and benchmarks)."""
+    _state["tokens"] = enabled
+
+
+def _options_for(request: Any) -> RequestStops | None:
+    """The request's options, as validation read them (the memo), with the reasoning markers
+    set for a prompt that opens the reasoning."""
+    options = read_options(request.sampling_params, _bounds(), _state.get("reasoning"))
+    if (
+        options is not None
+        and options.reasoning is not None
+        and _opens_reasoning(getattr(request, "prompt_token_ids", None))
+    ):
+        options = options.opened_in_reasoning()
+    return options
+
+
 def _patch() -> None:
     SamplingParams: Any = _vllm("vllm.sampling_params").SamplingParams
     detokenizer = _vllm("vllm.v1.engine.detokenizer")
@@ -132,13 +410,21 @@ def _patch() -> None:
     cls: Any = detokenizer.IncrementalDetokenizer
     original = cls.__dict__["from_new_request"].__func__
     base = detokenizer.BaseIncrementalDetokenizer
+    uses_fast = getattr(detokenizer, "uses_fast_detokenizer", None)
+    if uses_fast is None:
+        # vLLM 0.30/0.31: the same test, written inline in from_new_request.
+        backend = detokenizer.TokenizersBackend
+        fast_ok = bool(getattr(detokenizer, "USE_FAST_DETOKENIZER", True))
+
+        def uses_fast(tokenizer: Any) -> bool:
+            return fast_ok and isinstance(tokenizer, backend)
 
     def from_new_request(klass: Any, tokenizer: Any, request: Any) -> Any:
         params = request.sampling_params
         if params is None or tokenizer is None:
             return original(klass, tokenizer, request)
         try:
-            options = read_options(params)
+            options = _options_for(request)
         except ValueError:
             # Validation rejects such a request before it gets here; never fail the engine.
             return original(klass, tokenizer, request)
@@ -156,12 +442,9 @@ def _patch() -> None:
             _logger().exception("stopstream: a request is served by vLLM's own stops")
             return original(klass, tokenizer, request)
 
-    def text_path(tokenizer: Any, request: Any) -> StopDetokenizer:
-        """The text path for a request the token-id path hands over (its options read again:
-        a request in flight keeps nothing it does not need on every step)."""
+    def text_path(tokenizer: Any, request: Any, options: RequestStops) -> StopDetokenizer:
+        """The text path for a request the token-id path hands over."""
         params = request.sampling_params
-        options = read_options(params)
-        assert options is not None
         return StopDetokenizer(original(cls, tokenizer, request), options, params.max_tokens)
 
     def _token_path(klass: Any, tokenizer: Any, request: Any, options: RequestStops) -> Any:
@@ -171,20 +454,13 @@ def _patch() -> None:
             not _state.get("tokens", True)
             or options.min_tokens
             or not params.skip_special_tokens
-            or not detokenizer.uses_fast_detokenizer(tokenizer)
+            or not uses_fast(tokenizer)
         ):
             return None
         vocab = vocab_for(tokenizer)
         if vocab is None:
             return None
-
-        try:
-            return TokenDetokenizer(
-                vocab, options, params.max_tokens, text_path, tokenizer, request
-            )
-        except (TypeError, ValueError):
-            # This build's TokenStopFilter does not take these stops (regex, skip).
-            return None
+        return TokenDetokenizer(vocab, options, params.max_tokens, text_path, tokenizer, request)
 
     _state["classes"] = (cls, cls.__dict__["from_new_request"], classmethod(from_new_request))
     cls.from_new_request = _state["classes"][2]
@@ -193,18 +469,16 @@ def _patch() -> None:
     _announce_with_the_output_processor()
 
     verify = SamplingParams.verify
-    # vLLM's server answers 400 to its own validation error only (a bare ValueError is a 500);
-    # this one is both, so `LLM` callers get a ValueError as everywhere else.
-    option_error: Any = type(
-        "StopstreamOptionError", (_vllm("vllm.exceptions").VLLMValidationError, ValueError), {}
-    )
 
     def checked_verify(self: Any, *args: Any, **kwargs: Any) -> Any:
         result = verify(self, *args, **kwargs)
+        config = args[2] if len(args) > 2 else kwargs.get("structured_outputs_config")
+        tokenizer = args[3] if len(args) > 3 else kwargs.get("tokenizer")
+        reasoning = _reasoning(config, tokenizer)
         try:
-            read_options(self)
+            read_options(self, _bounds(), reasoning)
         except ValueError as e:
-            raise option_error(str(e), parameter="extra_args") from None
+            _raise_option_error(str(e))
         return result
 
     SamplingParams.verify = checked_verify
@@ -259,3 +533,25 @@ def _announce_with_the_output_processor() -> None:
             )
 
     cls.__init__ = announcing_init
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m stopstream.vllm``: whether the plugin would serve the vLLM installed here,
+    why, and the bounds on request options; exit status 0 when it would serve, 1 if not."""
+    del argv
+    verdict = check()
+    state = "active" if verdict.active else "inactive"
+    print(f"stopstream vLLM plugin: {state} (vLLM {verdict.version}): {verdict.reason}")
+    if verdict.warning:
+        print(f"warning: {verdict.warning}")
+    bounds, problems = Bounds.from_env()
+    for problem in problems:
+        print(f"warning: {problem}; that bound keeps its default")
+    for name, env in BOUND_ENV.items():
+        print(f"  {env}={getattr(bounds, name)}")
+    print(f"  STOPSTREAM_VLLM_SKIP_REASONING={int(_on('STOPSTREAM_VLLM_SKIP_REASONING'))}")
+    return 0 if verdict.active else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -64,7 +64,7 @@ fn main() {
         })
     };
     let lit = |s: &'static str| StopSpec { kind: StopKind::Literal(s.as_bytes()), include: false };
-    let re = |s: &'static str| StopSpec { kind: StopKind::Regex(s), include: false };
+    let re = |s: &'static str| StopSpec { kind: StopKind::Regex(s, None), include: false };
     let four_lit: Vec<StopSpec<'_>> = lits.iter().map(|s| lit(s)).collect();
     let four_re: Vec<StopSpec<'_>> = res.iter().map(|s| re(s)).collect();
     let both: Vec<StopSpec<'_>> = four_lit.iter().chain(&four_re).copied().collect();

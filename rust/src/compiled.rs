@@ -46,7 +46,12 @@ impl CompiledStops {
             let include = u8::from(s.include);
             match s.kind {
                 StopKind::Literal(b) => push_field(&mut key, include, b),
-                StopKind::Regex(p) => push_field(&mut key, 2 + include, p.as_bytes()),
+                StopKind::Regex(p, limit) => {
+                    push_field(&mut key, 2 + include, p.as_bytes());
+                    if let Some(l) = limit {
+                        push_field(&mut key, 8, &l.to_le_bytes());
+                    }
+                }
             }
         }
         if let Some(u) = until {

@@ -463,7 +463,9 @@ mod tests {
             .iter()
             .map(|s| StopSpec { kind: StopKind::Literal(s.as_bytes()), include: false })
             .collect();
-        specs.extend(regex.iter().map(|r| StopSpec { kind: StopKind::Regex(r), include: false }));
+        specs.extend(
+            regex.iter().map(|r| StopSpec { kind: StopKind::Regex(r, None), include: false }),
+        );
         CompiledStops::composed(&specs, None, &[]).unwrap()
     }
 

@@ -47,8 +47,9 @@ use crate::utf8::char_len;
 pub enum StopKind<'a> {
     /// A literal stop, as UTF-8 bytes.
     Literal(&'a [u8]),
-    /// A regex stop in Rust `regex` syntax.
-    Regex(&'a str),
+    /// A regex stop in Rust `regex` syntax, with the most heap its compiled form may take
+    /// (`None`: the engine's default; see [`Matcher::new`]).
+    Regex(&'a str, Option<usize>),
 }
 
 /// A stop with its include flag (already resolved against the filter's `include_stop`).
@@ -132,11 +133,16 @@ impl Matcher {
                         off_lits.push(text.into());
                     }
                 }
-                StopKind::Regex(p) => {
-                    let pat = Pattern::new(p).map_err(|e| match e {
-                        PatternError::Invalid(msg) | PatternError::TooBig(msg) => {
-                            Error::invalid_pattern(i, msg)
-                        }
+                StopKind::Regex(p, size_limit) => {
+                    let pat = Pattern::new(p, size_limit).map_err(|e| match e {
+                        PatternError::Invalid(msg) => Error::invalid_pattern(i, msg),
+                        PatternError::TooBig(_) => Error::invalid_pattern(
+                            i,
+                            format!(
+                                "the compiled pattern is over its size limit of {} bytes",
+                                size_limit.unwrap_or(crate::regex::NFA_SIZE_LIMIT)
+                            ),
+                        ),
                         PatternError::Empty => Error::invalid_pattern(i, EMPTY_MATCH.to_owned()),
                     })?;
                     kinds.push(Kind::Regex(regexes.len()));

@@ -35,7 +35,7 @@ impl Case {
             .map(|(s, include)| StopSpec {
                 kind: match s {
                     NStop::Lit(t) => StopKind::Literal(t.as_bytes()),
-                    NStop::Re(p) => StopKind::Regex(p),
+                    NStop::Re(p) => StopKind::Regex(p, None),
                 },
                 include: *include,
             })

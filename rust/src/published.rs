@@ -160,7 +160,7 @@ mod tests {
     /// text held, with a bytes stream's incomplete character, stopped, finished.
     #[test]
     fn a_filter_and_its_publication_report_alike() {
-        let spec = [StopSpec { kind: StopKind::Regex("S[T]OP"), include: false }];
+        let spec = [StopSpec { kind: StopKind::Regex("S[T]OP", None), include: false }];
         let lists = [
             CompiledStops::literal(&["STOP"]).unwrap(),
             CompiledStops::composed(&spec, None, &[]).unwrap(),
@@ -208,7 +208,7 @@ mod tests {
 
     #[test]
     fn composed() {
-        let spec = [StopSpec { kind: StopKind::Regex("b+c"), include: false }];
+        let spec = [StopSpec { kind: StopKind::Regex("b+c", None), include: false }];
         let stops = CompiledStops::composed(&spec, None, &[]).unwrap();
         let p = Published::new();
         let mut f = Filter::new(&stops, false, false, false);

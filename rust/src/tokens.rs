@@ -1293,7 +1293,7 @@ mod tests {
         let v = vocab(false);
         let literal = CompiledStops::literal(&["a>"]).unwrap();
         let composed = CompiledStops::composed(
-            &[StopSpec { kind: crate::matcher::StopKind::Regex("a>"), include: false }],
+            &[StopSpec { kind: crate::matcher::StopKind::Regex("a>", None), include: false }],
             None,
             &[],
         )
@@ -1319,7 +1319,7 @@ mod tests {
     fn the_report_reads_stops_tokens_and_held_text() {
         let v = vocab(false);
         let literal = CompiledStops::literal(&["a>"]).unwrap();
-        let spec = [StopSpec { kind: crate::matcher::StopKind::Regex("a>"), include: false }];
+        let spec = [StopSpec { kind: crate::matcher::StopKind::Regex("a>", None), include: false }];
         let composed = CompiledStops::composed(&spec, None, &[]).unwrap();
         for (stops, matched) in [(&literal, None), (&composed, Some(b"a>".to_vec()))] {
             let set = stops.literal_set().map_or(StopSet::none(), |s| s);
@@ -1738,7 +1738,7 @@ mod tests {
     }
 
     fn regex(p: &str, include: bool) -> StopSpec<'_> {
-        StopSpec { kind: StopKind::Regex(p), include }
+        StopSpec { kind: StopKind::Regex(p, None), include }
     }
 
     /// Feeds `calls` to a composed stream (then `finish`): per call the text and the released

@@ -80,7 +80,7 @@ fuzz_target!(|input: Input| {
         .enumerate()
         .filter(|(i, s)| s.regex || !literals[*i].is_empty())
         .map(|(i, s)| StopSpec {
-            kind: if s.regex { StopKind::Regex(&patterns[i]) } else { StopKind::Literal(&literals[i]) },
+            kind: if s.regex { StopKind::Regex(&patterns[i], None) } else { StopKind::Literal(&literals[i]) },
             include: s.include,
         })
         .collect();

@@ -239,7 +239,7 @@ fuzz_target!(|input: Input| {
         })
         .map(|(i, s)| StopSpec {
             kind: if s.regex {
-                StopKind::Regex(&patterns[i])
+                StopKind::Regex(&patterns[i], None)
             } else {
                 StopKind::Literal(&literals[i])
             },
@@ -262,7 +262,7 @@ fuzz_target!(|input: Input| {
             return;
         }
     };
-    let has_regex = specs.iter().any(|s| matches!(s.kind, StopKind::Regex(_)));
+    let has_regex = specs.iter().any(|s| matches!(s.kind, StopKind::Regex(..)));
     let stop_ids: Vec<i64> = input
         .stop_ids
         .iter()
@@ -335,7 +335,7 @@ fuzz_target!(|input: Input| {
             .iter()
             .filter_map(|s| match s.kind {
                 StopKind::Literal(l) => Some(l),
-                StopKind::Regex(_) => None,
+                StopKind::Regex(..) => None,
             })
             .collect();
         let set = StopSet::new(&lits).unwrap();

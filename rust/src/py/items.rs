@@ -103,18 +103,28 @@ pub(super) struct Regex {
     /// `include_stop`.
     #[pyo3(get)]
     pub(super) include: Option<bool>,
+    /// The most heap the compiled pattern may take, in bytes; `None`: the engine's default.
+    #[pyo3(get)]
+    pub(super) size_limit: Option<usize>,
 }
 
 #[pymethods]
 impl Regex {
     #[new]
-    #[pyo3(signature = (pattern, *, include = None))]
-    fn new(pattern: &Bound<'_, PyString>, include: Option<bool>) -> PyResult<Self> {
+    #[pyo3(signature = (pattern, *, include = None, size_limit = None))]
+    fn new(
+        pattern: &Bound<'_, PyString>,
+        include: Option<bool>,
+        size_limit: Option<usize>,
+    ) -> PyResult<Self> {
         let source = pattern
             .to_str()
             .map_err(|_| PyValueError::new_err("a regex pattern cannot contain lone surrogates"))?
             .to_owned();
-        Ok(Regex { pattern: pattern.clone().unbind(), source, include })
+        if size_limit == Some(0) {
+            return Err(PyValueError::new_err("size_limit must be a positive number of bytes"));
+        }
+        Ok(Regex { pattern: pattern.clone().unbind(), source, include, size_limit })
     }
 
     /// The pattern.
@@ -134,21 +144,31 @@ impl Regex {
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
         other.cast::<Regex>().is_ok_and(|o| {
             let o = o.get();
-            o.source == self.source && o.include == self.include
+            o.source == self.source && o.include == self.include && o.size_limit == self.size_limit
         })
     }
 
     fn __hash__(&self) -> isize {
+        // Equal patterns with other limits are unequal, but may share a hash.
         hash_of(2, self.source.as_bytes(), self.include)
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        Ok(format!("Regex({}{})", self.pattern.bind(py).repr()?, include_repr(self.include)))
+        let limit = self.size_limit.map_or(String::new(), |l| format!(", size_limit={l}"));
+        Ok(format!("Regex({}{}{limit})", self.pattern.bind(py).repr()?, include_repr(self.include)))
     }
 
-    /// Pickled as `functools.partial(Regex, include=...)` applied to the pattern.
+    /// Pickled as `functools.partial(Regex, include=..., size_limit=...)` applied to the
+    /// pattern.
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Reduced<'py>> {
         let this = slf.get();
-        reduce(slf.as_any(), this.pattern.clone_ref(slf.py()), this.include)
+        let (ctor, args) = reduce(slf.as_any(), this.pattern.clone_ref(slf.py()), this.include)?;
+        if let Some(limit) = this.size_limit {
+            let kwargs = pyo3::types::PyDict::new(slf.py());
+            kwargs.set_item("size_limit", limit)?;
+            let partial = slf.py().import("functools")?.getattr("partial")?;
+            return Ok((partial.call((ctor,), Some(&kwargs))?, args));
+        }
+        Ok((ctor, args))
     }
 }

@@ -91,7 +91,7 @@ fn compose(
 ) -> PyResult<Compiled> {
     enum Owned<'a> {
         Literal(Cow<'a, [u8]>),
-        Regex(String),
+        Regex(String, Option<usize>),
     }
     let mut owned = Vec::with_capacity(items.len());
     let mut include = Vec::with_capacity(items.len());
@@ -105,7 +105,7 @@ fn compose(
             include.push(s.include.unwrap_or(include_stop));
         } else if let Ok(r) = item.cast_exact::<Regex>() {
             let r = r.get();
-            owned.push(Owned::Regex(r.source.clone()));
+            owned.push(Owned::Regex(r.source.clone(), r.size_limit));
             include.push(r.include.unwrap_or(include_stop));
         } else {
             return Err(wrong_type(
@@ -120,7 +120,7 @@ fn compose(
         .map(|(o, &include)| StopSpec {
             kind: match o {
                 Owned::Literal(b) => StopKind::Literal(b),
-                Owned::Regex(p) => StopKind::Regex(p),
+                Owned::Regex(p, limit) => StopKind::Regex(p, *limit),
             },
             include,
         })

@@ -7,8 +7,6 @@ use regex_automata::util::primitives::StateID;
 use regex_automata::util::start;
 use regex_automata::{Anchored, MatchKind};
 
-use super::DFA_SIZE_LIMIT;
-
 /// Set on a DFA transition taken from a state in which a match ends (the match is the text up to,
 /// not including, the byte of the transition).
 pub(super) const MATCH: u32 = 1 << 31;
@@ -96,15 +94,16 @@ pub(super) struct Dfa {
 }
 
 impl Dfa {
-    /// Builds the table, or `None` if the DFA would be too large (the NFA engine then runs it).
-    pub(super) fn new(nfa: &NFA) -> Option<Dfa> {
+    /// Builds the table, or `None` if the DFA would take more than `limit` bytes (the NFA engine
+    /// then runs it).
+    pub(super) fn new(nfa: &NFA, limit: usize) -> Option<Dfa> {
         let dfa = dense::Builder::new()
             .configure(
                 dense::Config::new()
                     .start_kind(StartKind::Anchored)
                     .match_kind(MatchKind::All)
-                    .dfa_size_limit(Some(DFA_SIZE_LIMIT))
-                    .determinize_size_limit(Some(DFA_SIZE_LIMIT)),
+                    .dfa_size_limit(Some(limit))
+                    .determinize_size_limit(Some(limit)),
             )
             .build_from_nfa(nfa)
             .ok()?;

@@ -123,8 +123,12 @@ pub(crate) fn check(pattern: &str) -> Result<Option<usize>, PatternError> {
 }
 
 impl Pattern {
-    /// Parses and compiles `pattern` (Rust `regex` syntax, Unicode on).
-    pub(crate) fn new(pattern: &str) -> Result<Pattern, PatternError> {
+    /// Parses and compiles `pattern` (Rust `regex` syntax, Unicode on). `size_limit` bounds
+    /// the heap the compiled pattern may take (`None`: [`NFA_SIZE_LIMIT`]): an NFA over it is
+    /// [`PatternError::TooBig`], and a DFA is built only within it (and within
+    /// [`DFA_SIZE_LIMIT`]), else the pattern runs on its NFA. Compiling stops as soon as a limit
+    /// is passed, so a small limit also bounds the time a hostile pattern can take.
+    pub(crate) fn new(pattern: &str, size_limit: Option<usize>) -> Result<Pattern, PatternError> {
         let hir = parse(pattern)?;
         let max_len = max_chars(&hir);
         let nfa = thompson::Compiler::new()
@@ -133,7 +137,7 @@ impl Pattern {
                     .utf8(true)
                     .shrink(true)
                     .which_captures(WhichCaptures::None)
-                    .nfa_size_limit(Some(NFA_SIZE_LIMIT)),
+                    .nfa_size_limit(Some(size_limit.unwrap_or(NFA_SIZE_LIMIT))),
             )
             .build_from_hir(&hir)
             .map_err(|e| {
@@ -147,7 +151,7 @@ impl Pattern {
         let engine = if nfa.look_set_any().contains_word_unicode() {
             Engine::Nfa(Nfa::new(nfa))
         } else {
-            match Dfa::new(&nfa) {
+            match Dfa::new(&nfa, size_limit.map_or(DFA_SIZE_LIMIT, |l| l.min(DFA_SIZE_LIMIT))) {
                 Some(dfa) => Engine::Dfa(dfa),
                 None => Engine::Nfa(Nfa::new(nfa)),
             }

@@ -9,7 +9,7 @@ use regex_automata::util::look::{Look, LookMatcher};
 /// character on every code point (and a lone surrogate is no word character).
 #[test]
 fn classes_agree_with_the_look_matcher() {
-    let Ok(Pattern { engine: Engine::Nfa(n), .. }) = Pattern::new(r"\ba") else { panic!() };
+    let Ok(Pattern { engine: Engine::Nfa(n), .. }) = Pattern::new(r"\ba", None) else { panic!() };
     let looks = LookMatcher::new();
     let mut buf = [0u8; 8];
     for c in (0..=0x10_FFFFu32).filter_map(char::from_u32) {
@@ -26,7 +26,7 @@ fn classes_agree_with_the_look_matcher() {
 /// Runs the threads of `pattern` over `text`, one character at a time: after each, the
 /// number of live threads and the earliest start.
 fn live_after_each_char(pattern: &str, text: &str) -> Vec<(usize, Option<usize>)> {
-    let p = Pattern::new(pattern).unwrap();
+    let p = Pattern::new(pattern, None).unwrap();
     let mut th = p.threads();
     let mut prev: &[u8] = b"";
     let mut out = Vec::new();
@@ -65,8 +65,21 @@ fn many_threads_merge_by_state() {
             assert_eq!(live, (i.min(10), Some(1)), "{pattern} after {} characters", i + 1);
         }
     }
-    assert!(Pattern::new(r"(?:a{10}|b)*c\b").unwrap().uses_nfa());
-    assert!(!Pattern::new("(?:a{10}|b)*c").unwrap().uses_nfa());
+    assert!(Pattern::new(r"(?:a{10}|b)*c\b", None).unwrap().uses_nfa());
+    assert!(!Pattern::new("(?:a{10}|b)*c", None).unwrap().uses_nfa());
+}
+
+/// A size limit rejects a pattern whose NFA passes it, and sends one whose DFA would pass it
+/// to the NFA engine.
+#[test]
+fn size_limit() {
+    let hostile = r"(\w+\s?){1,200}z";
+    assert!(Pattern::new(hostile, None).is_ok());
+    assert!(matches!(Pattern::new(hostile, Some(64 << 10)), Err(PatternError::TooBig(_))));
+    let blowup = "(a|b)*a(a|b){12}c";
+    assert!(!Pattern::new(blowup, None).unwrap().uses_nfa());
+    assert!(Pattern::new(blowup, Some(4 << 10)).unwrap().uses_nfa());
+    assert!(!Pattern::new("abc", Some(4 << 10)).unwrap().uses_nfa());
 }
 
 /// Threads in different states are never merged: with `.{5}x` over text without `x`, the
