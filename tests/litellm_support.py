@@ -40,6 +40,14 @@ def free_port() -> int:
         return port
 
 
+def litellm_script() -> str:
+    """The ``litellm`` script of the environment running the tests."""
+    bin_dir = str(Path(sys.executable).parent)
+    executable = shutil.which("litellm", path=bin_dir)
+    assert executable is not None, f"no litellm script in {bin_dir}"
+    return executable
+
+
 @contextmanager
 def running_proxy(
     command: Sequence[str], url: str, env: Mapping[str, str], directory: Path
@@ -123,10 +131,7 @@ def recipe_proxy(
     port = str(free_port())
     command[command.index("--port") + 1] = port
     host = command[command.index("--host") + 1]
-    # The `litellm` script of the environment running the tests.
     bin_dir = str(Path(sys.executable).parent)
-    executable = shutil.which("litellm", path=bin_dir)
-    assert executable is not None, f"no litellm script in {bin_dir}"
     env = {
         **os.environ,
         **page_env,
@@ -135,5 +140,5 @@ def recipe_proxy(
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
     }
     url = f"http://{host}:{port}"
-    with running_proxy([executable, *command[1:]], url, env, directory):
+    with running_proxy([litellm_script(), *command[1:]], url, env, directory):
         yield RecipeProxy(url, port, page_env)

@@ -9,7 +9,10 @@ loopback in front of the fake OpenAI-compatible upstream (``fake_upstream``), an
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -31,7 +34,7 @@ from fake_upstream import (  # noqa: E402
     tail,
     text_deltas,
 )
-from litellm_support import RecipeProxy  # noqa: E402
+from litellm_support import RecipeProxy, free_port, litellm_script, running_proxy  # noqa: E402
 from stopstream.litellm import StopstreamCallback, callback  # noqa: E402
 
 # LiteLLM's own models warn while pydantic builds their schemas.
@@ -61,7 +64,8 @@ def run(coro: Any) -> Any:
         ("gemini/gemini-2.5-flash", STOPS[:5]),
         ("xai/grok-4", None),
         ("deepseek/deepseek-chat", STOPS),
-        ("hosted_vllm/my-model", None),  # a provider the table does not know: nothing sent
+        ("hosted_vllm/my-model", STOPS[:4]),  # vLLM's VLLM_MAX_STOP_STRINGS
+        ("somebody/my-model", None),  # a provider the table does not know: nothing sent
     ],
 )
 def test_pre_call_sends_what_the_upstream_accepts(model: str, upstream: list[str] | None) -> None:
@@ -93,6 +97,41 @@ def test_options() -> None:
     assert run(custom.async_pre_call_hook(None, None, data, "acompletion"))["stop"] == STOPS[:1]
     with pytest.raises(ValueError, match="unknown provider"):
         StopstreamCallback(default_provider="nope")
+
+
+def plugin_options(data: dict[str, Any]) -> Any:
+    return json.loads(data["vllm_xargs"]["stopstream"])
+
+
+def test_pre_call_sends_the_rest_to_the_vllm_plugin() -> None:
+    plugin = StopstreamCallback(vllm_plugin=True)
+    data: dict[str, Any] = {"model": "hosted_vllm/my-model", "stop": list(STOPS)}
+    out = run(plugin.async_pre_call_hook(None, None, data, "acompletion"))
+    assert out["stop"] == STOPS[:4]
+    assert out["vllm_xargs"] == {"stopstream": json.dumps({"stop": STOPS[4:]})}
+    assert out["metadata"]["stopstream_stops"] == []  # nothing enforced here
+    # Options the client sent keep theirs, and the plugin gets these stops after its own.
+    own = {"stop": [{"regex": "x+"}], "skip_until": "</think>"}
+    xargs = {"stopstream": json.dumps(own), "seed_hint": 7}
+    data = {"model": "hosted_vllm/m", "stop": STOPS, "vllm_xargs": xargs}
+    out = run(plugin.async_pre_call_hook(None, None, data, "acompletion"))
+    assert plugin_options(out) == {"stop": [{"regex": "x+"}, *STOPS[4:]], "skip_until": "</think>"}
+    assert out["vllm_xargs"]["seed_hint"] == 7
+    # Options the plugin cannot read are the server's to reject (a 400 naming them).
+    data = {"model": "hosted_vllm/m", "stop": STOPS, "vllm_xargs": {"stopstream": "{oops"}}
+    assert run(plugin.async_pre_call_hook(None, None, data, "acompletion"))["vllm_xargs"] == {
+        "stopstream": "{oops"
+    }
+    # Within vLLM's count nothing goes to the plugin; other providers are as before.
+    data = {"model": "hosted_vllm/m", "stop": STOPS[:4]}
+    assert "vllm_xargs" not in run(plugin.async_pre_call_hook(None, None, data, "acompletion"))
+    data = {"model": "openai/gpt-4o", "stop": list(STOPS)}
+    out = run(plugin.async_pre_call_hook(None, None, data, "acompletion"))
+    assert "vllm_xargs" not in out and out["metadata"]["stopstream_stops"] == STOPS
+    # Without the option, a vLLM deployment's rest is enforced here.
+    data = {"model": "hosted_vllm/m", "stop": list(STOPS)}
+    out = run(callback.async_pre_call_hook(None, None, data, "acompletion"))
+    assert "vllm_xargs" not in out and out["metadata"]["stopstream_stops"] == STOPS
 
 
 # --- the streaming hook, on LiteLLM's chunk objects -----------------------------------------
@@ -278,6 +317,69 @@ def test_proxy_without_stops_passes_through(fake: FakeUpstream, proxy: RecipePro
     with client(proxy) as c:
         chunks = list(c.chat.completions.create(model="gpt-4o", messages=MESSAGES, stream=True))
     assert text_of(chunks) == "Plain </answer> text"
+
+
+# A proxy with a vLLM deployment that runs the stopstream plugin (the fake stands in for it).
+PLUGIN_CONFIG = """\
+model_list:
+  - model_name: my-vllm
+    litellm_params:
+      model: hosted_vllm/my-model
+      api_base: {api_base}
+litellm_settings:
+  callbacks: plugin_callback.callback
+general_settings:
+  master_key: os.environ/LITELLM_MASTER_KEY
+"""
+PLUGIN_CALLBACK = """\
+from stopstream.litellm import StopstreamCallback
+
+callback = StopstreamCallback(vllm_plugin=True)
+"""
+PLUGIN_KEY = "sk-plugin-proxy-key"
+
+
+@pytest.fixture(scope="module")
+def plugin_proxy(
+    litellm_upstream: tuple[FakeUpstream, Served], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    directory: Path = tmp_path_factory.mktemp("plugin-proxy")
+    api_base = litellm_upstream[1].url + "/v1"
+    (directory / "config.yaml").write_text(PLUGIN_CONFIG.format(api_base=api_base))
+    (directory / "plugin_callback.py").write_text(PLUGIN_CALLBACK)
+    port = str(free_port())
+    command = [litellm_script(), "--config", "config.yaml", "--host", "127.0.0.1", "--port", port]
+    env = {**os.environ, "LITELLM_MASTER_KEY": PLUGIN_KEY, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    with running_proxy(command, f"http://127.0.0.1:{port}", env, directory) as url:
+        yield url
+
+
+@pytest.mark.e2e
+def test_proxy_vllm_plugin_gets_the_rest_in_vllm_xargs(
+    fake: FakeUpstream, plugin_proxy: str
+) -> None:
+    # The fake applies `stop` only: "</answer>", the fifth stop, is the plugin's, and it reaches
+    # the client uncut, so the proxy enforced nothing itself.
+    fake.chat = ChatScript([text_deltas("The answer", " is 4.", "</ans", "wer> more")])
+    c = openai.OpenAI(
+        base_url=plugin_proxy + "/v1", api_key=PLUGIN_KEY, max_retries=0, timeout=TIMEOUT
+    )
+    with c:
+        chunks = list(
+            c.chat.completions.create(model="my-vllm", messages=MESSAGES, stream=True, stop=STOPS)
+        )
+        assert text_of(chunks) == "The answer is 4.</answer> more"
+        body = fake.last.body
+        assert body["stop"] == STOPS[:4]
+        assert body["vllm_xargs"] == {"stopstream": json.dumps({"stop": STOPS[4:]})}
+        # Not streamed, with the client's own options for the plugin: merged.
+        own = {"vllm_xargs": {"stopstream": json.dumps({"skip_until": "</think>"})}}
+        response = c.chat.completions.create(
+            model="my-vllm", messages=MESSAGES, stop=STOPS, extra_body=own
+        )
+    assert response.choices[0].message.content == "The answer is 4.</answer> more"
+    assert plugin_options(fake.last.body) == {"skip_until": "</think>", "stop": STOPS[4:]}
+    assert fake.last.body["stop"] == STOPS[:4]
 
 
 # --- the SDK (docs/litellm.md, "The LiteLLM SDK") ------------------------------------------

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import pickle
 from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
+import stopstream
+from stopstream import Regex, Stop, StopSet
+from stopstream._vllm_options import read_options
 from stopstream.providers import (
     PROVIDERS,
     STOP_LIMITS,
@@ -228,3 +235,132 @@ def test_vllm_keeps_four_upstream_unless_told_otherwise() -> None:
     assert list(split.upstream) == stops[:6] and list(split.rest) == stops[6:]
     split = split_stops(stops, "sglang")
     assert list(split.upstream) == stops and not split.rest
+
+
+# --- a vLLM server running the stopstream plugin: the rest goes in `vllm_xargs` ---------------
+
+
+_SIX = [f"s{i}" for i in range(6)]
+_THINK = ("<think>", "</think>")
+# (stops, limit, upstream, the plugin's options, a text where a stop fires)
+PLUGIN_CASES = [
+    pytest.param(_SIX, None, _SIX[:4], {"stop": _SIX[4:]}, "xs5s4", id="over-the-count"),
+    pytest.param(_SIX, 6, _SIX, {}, "xs3", id="all-fit"),
+    pytest.param(_SIX, 0, [], {"stop": _SIX}, "xs1s0", id="limit-0"),
+    pytest.param(
+        ["a", "a", "b", "c", "d", "b", "e", "e"],
+        None,
+        ["a", "b", "c", "d"],
+        {"stop": ["e"]},
+        "xey",
+        id="duplicates",
+    ),
+    pytest.param(
+        [Regex(r"\d+"), "a", Stop("c")],
+        None,
+        ["a"],
+        {"stop": [{"regex": r"\d+", "include": False}, {"text": "c", "include": False}]},
+        "xc1a",
+        id="regex-and-stop",
+    ),
+    pytest.param(
+        ["a", Stop("b", include=True), "b", "c"],
+        None,
+        ["a"],  # "b" follows the kept "b" to the plugin: listed first, the kept one wins
+        {"stop": [{"text": "b", "include": True}, "b", "c"]},
+        "xbay",
+        id="include-keeps-its-place",
+    ),
+    pytest.param(
+        StopSet(["a", Stop("y", include=False), Regex("z+")], include_stop=True),
+        None,
+        [],
+        {
+            "stop": [
+                {"text": "a", "include": True},
+                {"text": "y", "include": False},
+                {"regex": "z+", "include": True},
+            ]
+        },
+        "xzzya",
+        id="set-include-stop",
+    ),
+    pytest.param(
+        StopSet(["a", "b"], skip=[_THINK]),
+        None,
+        [],
+        {"stop": ["a", "b"], "skip": [list(_THINK)]},
+        "<think>a</think>xby",
+        id="skip",
+    ),
+    pytest.param(
+        StopSet(["a"], skip_until="</think>"),
+        None,
+        [],
+        {"stop": ["a"], "skip_until": "</think>"},
+        "a</think>xay",
+        id="skip-until",
+    ),
+    pytest.param(None, None, [], {}, "xy", id="no-stops"),
+]
+
+
+@pytest.mark.parametrize(("stops", "limit", "upstream", "options", "text"), PLUGIN_CASES)
+def test_plugin_split(
+    stops: Any, limit: int | None, upstream: list[str], options: dict[str, Any], text: str
+) -> None:
+    split = split_stops(stops, "vllm", limit=limit, plugin=True)
+    assert split == StopSplit(upstream, [], options)
+    assert (split.upstream, split.rest, split.plugin) == (upstream, [], options)
+    assert split.vllm_xargs() == ({"stopstream": json.dumps(options)} if options else {})
+
+
+def _kinds(stops: StopSet) -> set[tuple[str, str, bool]]:
+    """Each stop as what it matches: its kind, its text or pattern, whether its text is kept."""
+    kinds = set()
+    for item in stops.stops:
+        own = None if isinstance(item, str) else item.include
+        kept = stops.include_stop if own is None else own
+        if isinstance(item, Regex):
+            kinds.add(("regex", item.pattern, kept))
+        else:
+            kinds.add(("text", item if isinstance(item, str) else item.text, kept))
+    return kinds
+
+
+@pytest.mark.parametrize(("stops", "limit", "upstream", "options", "text"), PLUGIN_CASES)
+def test_plugin_split_is_what_the_plugin_reads(
+    stops: Any, limit: int | None, upstream: list[str], options: dict[str, Any], text: str
+) -> None:
+    """The request the split makes (``stop`` and the ``vllm_xargs`` as sent: a JSON string),
+    read by the plugin's own reader, cuts text as the stops given do."""
+    split = split_stops(stops, "vllm", limit=limit, plugin=True)
+    xargs = json.loads(json.dumps(split.vllm_xargs()))  # over the wire
+    params = SimpleNamespace(
+        stop=split.upstream, extra_args=xargs, include_stop_str_in_output=False, min_tokens=0
+    )
+    read = read_options(params)
+    given = StopSet(stops)
+    if read is None:
+        assert not given.stops
+        return
+    served = StopSet(read.stops, read.include_stop, skip=read.skip, skip_until=read.skip_until)
+    assert (served.skip, served.skip_until) == (given.skip, given.skip_until)
+    assert _kinds(served) == _kinds(given)
+    assert stopstream.truncate(text, given)[1] is not None
+    assert stopstream.truncate(text, served) == stopstream.truncate(text, given)
+
+
+def test_plugin_split_shape_and_errors() -> None:
+    split = split_stops(STOPS, "vllm", plugin=True)
+    upstream, rest = split  # a pair, as ever
+    assert (upstream, rest) == (STOPS[:4], []) and split == (STOPS[:4], [])
+    assert split != StopSplit(STOPS[:4], [])  # the plugin's options are part of the value
+    assert split == pickle.loads(pickle.dumps(split))
+    assert repr(split).endswith(", plugin={'stop': ['<|im_end|>', 'Observation:']})")
+    assert repr(split_stops(STOPS, "vllm")).endswith("rest=['<|im_end|>', 'Observation:'])")
+    with pytest.raises(ValueError, match="plugin=True"):
+        split_stops(STOPS, "vllm").vllm_xargs()  # a rest to enforce locally, not to send
+    for provider in ("openai", "sglang", 4, None):
+        with pytest.raises(ValueError, match="plugin=True is for provider 'vllm'"):
+            split_stops(STOPS, provider, plugin=True)

@@ -10,7 +10,8 @@ For each chat completion request with ``stop`` (``/v1/chat/completions``):
 - before the call, ``split_stops`` decides, from the deployment's provider and model (see
   ``stopstream.providers``), which stops go upstream: at most 4 to OpenAI, none to a model that
   rejects ``stop`` (o1, o3, o4-mini, the gpt-5 family, xAI's reasoning models), no
-  whitespace-only ones to Anthropic. The request carries only those;
+  whitespace-only ones to Anthropic, at most 4 (``VLLM_MAX_STOP_STRINGS``) to a vLLM server
+  (``hosted_vllm``). The request carries only those;
 - streamed responses are filtered with ``stopstream.openai.awrap_chat`` on LiteLLM's
   ``ModelResponseStream`` chunks (a changed chunk keeps its class and ``_hidden_params``):
   every stop of the original list cuts the text, the choice ends with ``finish_reason:
@@ -28,6 +29,16 @@ The provider and model are those of the model group's first deployment in the pr
 ``model_list`` (or of the model name itself outside the proxy); for a group whose deployments
 differ, give the group a count of its own (``StopstreamCallback(limits={"group": 0})``).
 
+vLLM servers that run the stopstream vLLM plugin enforce any number of stops themselves: with
+``StopstreamCallback(vllm_plugin=True)``, a request to a deployment of the table's ``"vllm"``
+row (``hosted_vllm``) sends the first 4 stops in ``stop`` and the others in its ``vllm_xargs``
+(``split_stops(..., plugin=True)``; stop options the client sent there keep theirs and get
+these after them), and the callback enforces none of them: the server cuts the text and ends
+the choice (LiteLLM relays vLLM's ``stop_reason`` only in a non-streamed choice's
+``provider_specific_fields``). Only for servers that run the plugin: a vLLM without it ignores
+``vllm_xargs``. To configure the callback, put an instance in a module of your own
+(``callback = StopstreamCallback(vllm_plugin=True)``) and name that in ``callbacks:``.
+
 Requests in other shapes (``/v1/messages``, ``/v1/responses``, embeddings, ...) pass
 untouched. A provider the table does not know gets no stops upstream (``default_provider``:
 ``"none"``), so its requests cannot fail on them; every stop is still enforced here.
@@ -37,12 +48,14 @@ This module imports ``litellm`` (``pip install 'stopstream[litellm]'``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from litellm.integrations.custom_logger import CustomLogger
 
 import stopstream
+from stopstream._vllm_options import EXTRA_KEY
 from stopstream.openai import awrap_chat, truncate_chat
 from stopstream.providers import PROVIDERS, split_stops
 
@@ -71,6 +84,7 @@ PROVIDER_NAMES: dict[str, str] = {
     "groq": "groq",
     "deepseek": "deepseek",
     "xai": "xai",
+    "hosted_vllm": "vllm",
 }
 
 # Where the full stop list of a request is kept between the hooks (LiteLLM never sends its
@@ -83,9 +97,11 @@ class StopstreamCallback(CustomLogger):
     """The LiteLLM ``CustomLogger`` that splits and enforces stop sequences.
 
     ``provider_names``: extra LiteLLM provider name -> ``stopstream.providers`` name entries
-    (an OpenAI-compatible deployment served by vLLM, say: ``{"hosted_vllm": "none"}``).
+    (for a LiteLLM provider the table does not name: ``{"openrouter": "openai"}``).
     ``default_provider``: the table entry for providers not named. ``limits``: per model group
-    (the model name clients send), a count that overrides the table.
+    (the model name clients send), a count that overrides the table. ``vllm_plugin``: the
+    deployments of the ``"vllm"`` row run the stopstream vLLM plugin, so their stops beyond
+    ``stop`` go in the request's ``vllm_xargs`` and none is enforced here.
     """
 
     def __init__(
@@ -93,6 +109,7 @@ class StopstreamCallback(CustomLogger):
         provider_names: Mapping[str, str] | None = None,
         default_provider: str = "none",
         limits: Mapping[str, int] | None = None,
+        vllm_plugin: bool = False,
     ) -> None:
         super().__init__()
         names = dict(PROVIDER_NAMES)
@@ -104,6 +121,7 @@ class StopstreamCallback(CustomLogger):
         self.provider_names = names
         self.default_provider = default_provider
         self.limits = dict(limits or {})
+        self.vllm_plugin = vllm_plugin
 
     # --- which upstream ---------------------------------------------------------------------
 
@@ -138,15 +156,19 @@ class StopstreamCallback(CustomLogger):
         provider, model = self.target(data)
         group = data.get("model")
         limit = self.limits.get(group) if isinstance(group, str) else None
-        upstream, _rest = split_stops(stops, provider, model, limit=limit)
-        if upstream:
-            data["stop"] = upstream
+        plugin = self.vllm_plugin and provider == "vllm"
+        split = split_stops(stops, provider, model, limit=limit, plugin=plugin)
+        if split.upstream:
+            data["stop"] = split.upstream
         else:
             del data["stop"]
+        if split.plugin:
+            data["vllm_xargs"] = _with_plugin_options(data.get("vllm_xargs"), split.plugin)
         metadata = data.get("metadata")
         if not isinstance(metadata, dict):
             metadata = data["metadata"] = {}
-        metadata[_KEY] = stops
+        # The stops enforced here: none when the server's plugin enforces them all.
+        metadata[_KEY] = split.rest if plugin else stops
         return data
 
     async def async_post_call_streaming_iterator_hook(
@@ -197,6 +219,26 @@ def _reporting(chunk: Any) -> Any:
         "stop_reason": stop,
     }
     return chunk
+
+
+def _with_plugin_options(xargs: object, options: dict[str, Any]) -> dict[str, Any]:
+    """The request's ``vllm_xargs`` with ``options`` for the vLLM plugin. Options the client sent
+    keep theirs (their skip regions then cover these stops too) and get these stops after their
+    own; options the plugin cannot read are left for the server to reject (a 400 naming them)."""
+    merged = dict(xargs) if isinstance(xargs, Mapping) else {}
+    given = merged.get(EXTRA_KEY)
+    if given is not None:
+        try:
+            given = json.loads(given) if isinstance(given, str) else given
+        except ValueError:
+            return merged
+        own = given.get("stop", []) if isinstance(given, Mapping) else None
+        own = [own] if isinstance(own, str) else own
+        if not isinstance(own, list):
+            return merged
+        options = {**given, "stop": [*own, *options["stop"]]}
+    merged[EXTRA_KEY] = json.dumps(options)
+    return merged
 
 
 def _stops_of(data: Mapping[str, Any]) -> list[Any] | None:

@@ -27,6 +27,15 @@ cannot know it. With ``include_stop=True`` the upstream's stops are cut without 
 send nothing upstream (``limit=0``) when the stop text must be kept; for the same reason
 ``include=True`` stops and pattern stops never go upstream.
 
+A self-hosted vLLM that runs the stopstream vLLM plugin enforces every stop itself:
+``split_stops(stops, "vllm", plugin=True)`` still fills its own ``stop`` (up to its count) and
+puts everything else, patterns, kept stops and skip regions included, in the options the plugin
+reads from the request's ``vllm_xargs``; nothing is left to enforce locally::
+
+    split = split_stops(stops, "vllm", plugin=True)
+    client.chat.completions.create(..., stop=split.upstream,
+                                   extra_body={"vllm_xargs": split.vllm_xargs()})
+
 The table (``PROVIDERS``) errs toward sending less: a stop kept local is still enforced, while
 one the upstream rejects fails the whole request. Every figure names its source; the ones only
 secondary sources give say so. ``limit`` overrides the count whenever the table is wrong for
@@ -35,12 +44,14 @@ your deployment.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from stopstream._core import StopSet
+from stopstream._core import Regex, StopSet
+from stopstream._vllm_options import EXTRA_KEY
 
 if TYPE_CHECKING:
     from stopstream._types import Stops
@@ -206,11 +217,58 @@ def _model_name(model: str) -> str:
     return name[m.end() :] if m else name
 
 
-class StopSplit(NamedTuple):
-    """``upstream``: the stops to send upstream; ``rest``: the ones only enforced locally."""
-
+class _Pair(NamedTuple):
     upstream: list[str]
     rest: list[Any]
+
+
+class StopSplit(_Pair):
+    """``upstream``: the stops to send upstream; ``rest``: the ones only enforced locally;
+    ``plugin``: for a split made with ``plugin=True``, the options the stopstream vLLM plugin
+    reads (``None`` otherwise), which ``vllm_xargs()`` makes ready to send.
+
+    It unpacks, indexes and compares with a tuple as the pair ``(upstream, rest)``: ``plugin``
+    is an attribute beside the pair, so ``upstream, rest = split_stops(...)`` keeps working.
+    """
+
+    plugin: dict[str, Any] | None = None
+
+    def __new__(
+        cls, upstream: list[str], rest: list[Any], plugin: dict[str, Any] | None = None
+    ) -> StopSplit:
+        split = super().__new__(cls, upstream, rest)
+        split.plugin = plugin
+        return split
+
+    def __repr__(self) -> str:
+        pair = super().__repr__()
+        return pair if self.plugin is None else f"{pair[:-1]}, plugin={self.plugin!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, StopSplit) and self.plugin != other.plugin:
+            return False
+        return super().__eq__(other)
+
+    def __ne__(self, other: object) -> bool:
+        # tuple's own ``!=`` would not see ``plugin``.
+        return not self == other
+
+    __hash__ = _Pair.__hash__
+
+    def vllm_xargs(self) -> dict[str, str]:
+        """The request's ``vllm_xargs`` for a split made with ``plugin=True``:
+        ``{"stopstream": "<plugin as JSON>"}`` (the server's ``vllm_xargs`` takes strings, not
+        objects), or ``{}`` when the upstream's own ``stop`` took every stop. Send it as
+        ``extra_body={"vllm_xargs": split.vllm_xargs()}``, merged with any ``vllm_xargs`` of
+        your own.
+
+        Raises:
+            ValueError: the split was made without ``plugin=True`` (its ``rest`` is for local
+                enforcement, not for the plugin).
+        """
+        if self.plugin is None:
+            raise ValueError("vllm_xargs() needs a split made with plugin=True")
+        return {EXTRA_KEY: json.dumps(self.plugin)} if self.plugin else {}
 
 
 def limits_for(provider: str, model: str | None = None) -> Limits:
@@ -234,13 +292,27 @@ def _count(value: object, name: str) -> int:
     return value
 
 
-def _local_only(item: object, include_stop: bool) -> bool:
-    """A stop the upstream cannot apply as we do: a pattern, or one whose text is kept (its own
-    flag, else the list's ``include_stop``: the upstream always drops the stop)."""
-    if not isinstance(item, str):
-        return True
+def _included(item: object, include_stop: bool) -> bool:
+    """Whether a stop's text is kept: its own flag, else the list's ``include_stop``."""
     own = getattr(item, "include", None)
     return include_stop if own is None else own is True
+
+
+def _local_only(item: object, include_stop: bool) -> bool:
+    """A stop the upstream cannot apply as we do: a pattern, or one whose text is kept (the
+    upstream always drops the stop)."""
+    return not isinstance(item, str) or _included(item, include_stop)
+
+
+def _plugin_stop(item: Any, include_stop: bool) -> str | dict[str, Any]:
+    """One stop as the vLLM plugin reads it. A plain string, as in the request's own ``stop``,
+    is cut with ``include_stop_str_in_output`` off (vLLM's default); the others say their flag."""
+    include = _included(item, include_stop)
+    if isinstance(item, Regex):
+        return {"regex": item.pattern, "include": include}
+    if isinstance(item, str):
+        return {"text": item, "include": True} if include else item
+    return {"text": item.text, "include": include}
 
 
 def split_stops(
@@ -249,6 +321,7 @@ def split_stops(
     model: str | None = None,
     *,
     limit: int | None = None,
+    plugin: bool = False,
 ) -> StopSplit:
     """Split ``stops`` into what the upstream accepts and the rest.
 
@@ -263,6 +336,21 @@ def split_stops(
     ``include_stop=True``; every stop of a ``StopSet`` with skip regions, which the upstream
     would not see). Enforce the full list locally.
 
+    ``plugin=True`` (provider ``"vllm"`` only: a vLLM server running the stopstream plugin):
+    ``upstream`` is as without it (but a stop listed after an ``include=True`` one follows
+    that one to the plugin, which keeps their order), ``rest`` is empty, and ``plugin`` holds
+    everything else (``vllm_xargs()`` makes it the request's ``vllm_xargs``): each stop in the
+    plugin's form (``include=True`` stops and patterns too), ``skip`` and ``skip_until``. The
+    plugin takes all that a ``StopSet`` holds, so nothing is left to enforce locally. Its own
+    bounds on a request's options apply (a request over one is a 400), and it rejects pattern
+    stops with ``min_tokens``.
+
+    >>> split = split_stops(["a", "b", "c", "d", "e"], "vllm", plugin=True)
+    >>> split
+    StopSplit(upstream=['a', 'b', 'c', 'd'], rest=[], plugin={'stop': ['e']})
+    >>> split.vllm_xargs()
+    {'stopstream': '{"stop": ["e"]}'}
+
     >>> split_stops(["a", "b", "a", "c", "d", "e"], "openai")
     StopSplit(upstream=['a', 'b', 'c', 'd'], rest=['e'])
     >>> split_stops(["</answer>", "\\n"], "openai", "o3")
@@ -270,6 +358,10 @@ def split_stops(
     >>> split_stops(["</answer>", "\\n"], "anthropic")
     StopSplit(upstream=['</answer>'], rest=['\\n'])
     """
+    if plugin and provider != "vllm":
+        raise ValueError(
+            f"plugin=True is for provider 'vllm' (its stopstream plugin), not {provider!r}"
+        )
     if provider is None:
         limits = Limits(None)
     elif isinstance(provider, str):
@@ -284,6 +376,10 @@ def split_stops(
     upstream: list[str] = []
     rest: list[Any] = []
     seen: set[Any] = set()
+    # The plugin reads the request's own ``stop`` before its options, and between two stops
+    # matching the same text the first listed wins: once a kept stop goes to the plugin, a later
+    # stop that the upstream could take follows it there, so it cannot overtake it.
+    kept_ahead = False
     for item in items:
         if item in seen:
             continue
@@ -291,10 +387,21 @@ def split_stops(
         if (
             (count is None or len(upstream) < count)
             and not regions
+            and not kept_ahead
             and not _local_only(item, compiled.include_stop)
             and limits.accepts(item)
         ):
             upstream.append(item)
         else:
             rest.append(item)
-    return StopSplit(upstream, rest)
+            kept_ahead = kept_ahead or (plugin and _included(item, compiled.include_stop))
+    if not plugin:
+        return StopSplit(upstream, rest)
+    options: dict[str, Any] = {}
+    if rest:
+        options["stop"] = [_plugin_stop(item, compiled.include_stop) for item in rest]
+        if compiled.skip is not None:
+            options["skip"] = [list(pair) for pair in compiled.skip]
+        if compiled.skip_until is not None:
+            options["skip_until"] = compiled.skip_until
+    return StopSplit(upstream, [], options)
