@@ -104,7 +104,10 @@ PUBLIC: dict[str, list[str]] = {
     ],
     "stopstream.vllm": [
         "TESTED",
+        "Verdict",
         "active",
+        "check",
+        "main",
         "register",
         "request_stops",
         "set_enabled",

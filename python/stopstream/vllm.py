@@ -32,6 +32,7 @@ import inspect
 import logging
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,8 +110,12 @@ def _surfaces() -> list[str]:
     """What differs from the surfaces the plugin patches and relies on (empty: all there)."""
     problems: list[str] = []
 
-    def need(ok: Any, what: str) -> None:
-        if not ok:
+    def need(ok: Callable[[], Any], what: str) -> None:
+        try:
+            there = ok()
+        except Exception:  # a missing attribute, a signature inspect cannot read
+            there = False
+        if not there:
             problems.append(what)
 
     try:
@@ -124,51 +129,63 @@ def _surfaces() -> list[str]:
     base = getattr(detokenizer, "BaseIncrementalDetokenizer", None)
     factory = cls is not None and cls.__dict__.get("from_new_request")
     need(
-        isinstance(factory, classmethod)
-        and _params(factory.__func__)[1:] == ["tokenizer", "request"],
+        lambda: (
+            isinstance(factory, classmethod)
+            and _params(factory.__func__)[1:] == ["tokenizer", "request"]
+        ),
         "IncrementalDetokenizer.from_new_request(tokenizer, request)",
     )
     need(
-        base is not None
-        and _params(base.update)[1:] == ["new_token_ids", "stop_terminated"]
-        and _params(base.get_next_output_text)[1:] == ["finished", "delta"]
-        and {"stop", "stop_buffer_length", "output_text"} <= set(base.__init__.__code__.co_names)
-        and hasattr(base, "num_output_tokens")
-        and hasattr(cls, "output_token_ids"),
+        lambda: (
+            base is not None
+            and _params(base.update)[1:] == ["new_token_ids", "stop_terminated"]
+            and _params(base.get_next_output_text)[1:] == ["finished", "delta"]
+            and {"stop", "stop_buffer_length", "output_text"}
+            <= set(base.__init__.__code__.co_names)
+            and hasattr(base, "num_output_tokens")
+            and hasattr(cls, "output_token_ids")
+        ),
         "BaseIncrementalDetokenizer (update, get_next_output_text, stop, stop_buffer_length, "
         "output_text, output_token_ids, num_output_tokens)",
     )
     need(
-        hasattr(detokenizer, "uses_fast_detokenizer") or hasattr(detokenizer, "TokenizersBackend"),
+        lambda: (
+            hasattr(detokenizer, "uses_fast_detokenizer")
+            or hasattr(detokenizer, "TokenizersBackend")
+        ),
         "detokenizer.uses_fast_detokenizer or TokenizersBackend",
     )
     state = getattr(output_processor, "RequestState", None)
     need(
-        state is not None
-        and _params(state._new_completion_output)[1:4]
-        == ["token_ids", "finish_reason", "stop_reason"],
+        lambda: (
+            state is not None
+            and _params(state._new_completion_output)[1:4]
+            == ["token_ids", "finish_reason", "stop_reason"]
+        ),
         "RequestState._new_completion_output(token_ids, finish_reason, stop_reason)",
     )
-    need(hasattr(output_processor, "OutputProcessor"), "OutputProcessor")
+    need(lambda: hasattr(output_processor, "OutputProcessor"), "OutputProcessor")
     params = getattr(sampling, "SamplingParams", None)
     need(
-        params is not None
-        and _params(params.verify)[1:5]
-        == ["model_config", "speculative_config", "structured_outputs_config", "tokenizer"]
-        and {
-            "stop",
-            "include_stop_str_in_output",
-            "min_tokens",
-            "max_tokens",
-            "skip_special_tokens",
-            "extra_args",
-        }
-        <= set(getattr(params, "__struct_fields__", ())),
+        lambda: (
+            params is not None
+            and _params(params.verify)[1:5]
+            == ["model_config", "speculative_config", "structured_outputs_config", "tokenizer"]
+            and {
+                "stop",
+                "include_stop_str_in_output",
+                "min_tokens",
+                "max_tokens",
+                "skip_special_tokens",
+                "extra_args",
+            }
+            <= set(getattr(params, "__struct_fields__", ()))
+        ),
         "SamplingParams.verify(model_config, speculative_config, structured_outputs_config, "
         "tokenizer) and its stop fields",
     )
-    need(hasattr(getattr(sampling, "RequestOutputKind", None), "DELTA"), "RequestOutputKind.DELTA")
-    need(hasattr(exceptions, "VLLMValidationError"), "vllm.exceptions.VLLMValidationError")
+    need(lambda: sampling.RequestOutputKind.DELTA, "RequestOutputKind.DELTA")
+    need(lambda: exceptions.VLLMValidationError, "vllm.exceptions.VLLMValidationError")
     return problems
 
 
@@ -288,14 +305,13 @@ def _reject_options(reason: str) -> None:
     key = _options_key()
 
     def rejecting_verify(self: Any, *args: Any, **kwargs: Any) -> Any:
-        result = verify(self, *args, **kwargs)
         extra = getattr(self, "extra_args", None)
         if extra and key in extra:
             _raise_option_error(
                 f'extra_args["{key}"]: the stopstream vLLM plugin is inactive in this server '
                 f"({reason}), so these stop options cannot be applied"
             )
-        return result
+        return verify(self, *args, **kwargs)
 
     params_cls.verify = rejecting_verify
 
