@@ -1,102 +1,24 @@
-"""The OpenAI-compatible server with the plugin (a real multi-process vLLM, loading the plugin
-from its entry point in each process), driven by the real `openai` client: streamed chat and
-completions with 1, 4 and 6 stops (the sixth and later through `extra_body`), `finish_reason`,
-`stop_reason`, and bad options as 400s naming them."""
+"""The OpenAI-compatible server with the plugin (a real multi-process vLLM with two API-server
+processes, loading the plugin from its entry point in each process), driven by the real `openai`
+and `anthropic` clients: streamed chat and completions with 1, 4 and 6 stops (the sixth and later
+through `extra_body`), the Responses and Messages endpoints, `finish_reason`, `stop_reason`, and
+bad options as 400s naming them."""
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+from served import MODEL_LEN, Server
 
 import stopstream
 
-TEMPLATE = "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"
-
-
-# The served model's length: a request of MODEL_LEN - 100 tokens (the end-of-text token
-# ignored) takes seconds on the tiny model, where a short request takes milliseconds.
-MODEL_LEN = 4096
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="module")
-def server(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    template = tmp_path_factory.mktemp("template") / "chat.jinja"
-    template.write_text(TEMPLATE)
-    log = (tmp_path_factory.mktemp("server") / "server.log").open("w")
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
-    env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)  # the server's own processes
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "vllm.entrypoints.openai.api_server",
-            "--model",
-            str(model_dir),
-            "--served-model-name",
-            "tiny",
-            "--load-format",
-            "dummy",
-            "--dtype",
-            "float32",
-            "--max-model-len",
-            # Long enough that a request not stopped is still generating seconds later.
-            str(MODEL_LEN),
-            "--enforce-eager",
-            "--seed",
-            "0",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--chat-template",
-            str(template),
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 240
-        while True:
-            assert proc.poll() is None, Path(log.name).read_text()[-3000:]
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=2):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, "the server did not start"
-                time.sleep(1)
-        text = Path(log.name).read_text()
-        assert "stopstream: vLLM plugin active" in text, text[-3000:]
-        yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
+def server(served: Server) -> str:
+    return served.url
 
 
 @pytest.fixture(scope="module")
@@ -279,3 +201,70 @@ def test_bad_options_are_400s_naming_them(client: Any, options: Any, words: str)
     # The server still serves.
     ok = client.completions.create(model="tiny", prompt="x", max_tokens=3, seed=1)
     assert ok.choices[0].finish_reason == "length"
+
+
+def test_responses_and_messages_reach_the_plugin(server: str) -> None:
+    """vLLM's Responses and (Anthropic) Messages endpoints build the same sampling parameters:
+    six stops, two of them through ``vllm_xargs``, cut the greedy output as the filter does, and
+    Messages names the stop that fired."""
+    import anthropic
+    import openai
+
+    client = openai.OpenAI(base_url=server + "/v1", api_key="none", max_retries=0)
+    messages = anthropic.Anthropic(base_url=server, api_key="none", max_retries=0)
+    prompt = "Other endpoints:"
+
+    def respond(stops: list[str] | None, extra: list[str] | None) -> str:
+        body: dict[str, Any] = {"ignore_eos": True}
+        if stops is not None:
+            body["stop"] = stops
+        if extra is not None:
+            body["vllm_xargs"] = {"stopstream": json.dumps({"stop": extra})}
+        r = client.responses.create(
+            model="tiny", input=prompt, max_output_tokens=60, temperature=0.0, extra_body=body
+        )
+        return str(r.output_text)
+
+    def message(stops: list[str] | None, extra: list[str] | None) -> Any:
+        # Greedy (the installed SDK's create() takes no temperature: it goes in the body).
+        body: dict[str, Any] = {"ignore_eos": True, "temperature": 0.0}
+        if extra is not None:
+            body["vllm_xargs"] = {"stopstream": json.dumps({"stop": extra})}
+        kw: dict[str, Any] = {"stop_sequences": stops} if stops is not None else {}
+        return messages.messages.create(
+            model="tiny",
+            max_tokens=60,
+            messages=[{"role": "user", "content": prompt}],
+            extra_body=body,
+            **kw,
+        )
+
+    wait_until_idle(server)
+    text = respond(None, None)
+    stops = stops_from(text, 6)
+    want, stop = stopstream.truncate(text, stops)
+    assert stop is not None
+    assert respond(stops[:4], stops[4:]) == want
+
+    full = message(None, None)
+    text = "".join(b.text for b in full.content if b.type == "text")
+    stops = stops_from(text, 6)
+    want, stop = stopstream.truncate(text, stops)
+    assert stop is not None
+    got = message(stops[:4], stops[4:])
+    assert "".join(b.text for b in got.content if b.type == "text") == want
+    assert (got.stop_reason, got.stop_sequence) == ("stop_sequence", stop)
+
+
+def test_skip_reasoning_without_a_parser_is_a_400(client: Any) -> None:
+    import openai
+
+    with pytest.raises(openai.BadRequestError) as info:
+        client.completions.create(
+            model="tiny",
+            prompt="x",
+            max_tokens=4,
+            stop=["a"],
+            extra_body={"vllm_xargs": {"stopstream": json.dumps({"skip_reasoning": True})}},
+        )
+    assert "no reasoning parser" in str(info.value)
