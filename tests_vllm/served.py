@@ -1,5 +1,5 @@
-"""A real vLLM OpenAI-compatible server with the plugin, for the served tests: ``vllm serve`` (through
-``serve.py``) on loopback, loading the plugin from its entry point in each of its processes."""
+"""A real vLLM OpenAI-compatible server with the plugin, for the served tests: ``vllm serve``
+(through ``serve.py``) on loopback, loading the plugin from its entry point in each process."""
 
 from __future__ import annotations
 

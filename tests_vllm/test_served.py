@@ -16,6 +16,7 @@ from served import MODEL_LEN, Server
 
 import stopstream
 
+
 @pytest.fixture(scope="module")
 def server(served: Server) -> str:
     return served.url

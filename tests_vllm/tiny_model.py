@@ -1,5 +1,6 @@
 """A tiny Llama model made on the spot (no download): a byte-level BPE tokenizer trained on this
-repository's text, and a 2-layer config that vLLM runs with dummy (random) weights.
+repository's text (with ``<think>``/``</think>`` tokens, for vLLM's reasoning parsers), and a
+2-layer config that vLLM runs with dummy (random) weights.
 
 Random weights make random token sequences: a good source of odd text for stops (non-ASCII,
 byte tokens that split characters, repeats). Head size 64: the CPU attention kernels refuse
@@ -23,6 +24,9 @@ EXTRA_TEXT = [
 ]
 
 
+REASONING_MARKERS = ("<think>", "</think>")
+
+
 def make_model(directory: Path, vocab_size: int = 600) -> Path:
     """Write the tokenizer and config into ``directory``; return it."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -39,6 +43,9 @@ def make_model(directory: Path, vocab_size: int = 600) -> Path:
     )
     texts = [(REPO / "README.md").read_text(encoding="utf-8"), *EXTRA_TEXT * 50]
     tok.train_from_iterator(texts, trainer)
+    # Reasoning markers, as reasoning models have them: tokens of their own, not special (their
+    # text is part of the output), which vLLM's reasoning parsers look up by text.
+    tok.add_tokens(list(REASONING_MARKERS))
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>")
     fast.save_pretrained(directory)
     config = LlamaConfig(
