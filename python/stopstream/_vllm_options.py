@@ -48,7 +48,7 @@ class Bounds:
 
     stops: int = 1024
     stop_bytes: int = 16 << 10
-    regexes: int = 16
+    regexes: int = 8
     pattern_bytes: int = 1024
     regex_size: int = 64 << 10
     skip_pairs: int = 16
