@@ -37,13 +37,14 @@ class Server:
 
         root = psutil.Process(self.pid)
         procs = [root, *root.children(recursive=True)]
-        named = [p.pid for p in procs if _title(p).startswith("VLLM::ApiServer")]
+        named = [p.pid for p in procs if "apiserver" in _title(p).lower()]
         return named or [self.pid]
 
 
 def _title(p: object) -> str:
+    """A process's name and title (vLLM titles its processes, e.g. ``VLLM::APIServer_0``)."""
     try:
-        return " ".join(p.cmdline())  # type: ignore[attr-defined]
+        return " ".join([p.name(), *p.cmdline()])  # type: ignore[attr-defined]
     except Exception:
         return ""
 
