@@ -180,7 +180,7 @@ def test_other_streams_keep_their_pace_while_the_worst_requests_arrive(served: S
             status, text, _ = post(served.url, request(worst_allowed(k)))
             assert status == 200, text[:300]
             sent["allowed"] += 1
-            bound, options = OVER_BOUND[k % len(OVER_BOUND)]
+            options = OVER_BOUND[k % len(OVER_BOUND)][1]
             status, _, _ = post(served.url, request(options))
             assert status == 400
             sent["over"] += 1
