@@ -1,6 +1,7 @@
 """Plants mutants in the installed plugin (holdback, the min_tokens rule, the token cut, the
-streamed token ids, on both paths), runs the vLLM tests against each, and restores the file:
-every mutant must make the suite fail.
+streamed token ids, on both paths; the activation check, the bounds on options, the reasoning
+skip), runs the vLLM tests that cover each against it, and restores the file: every mutant must
+make the suite fail.
 
     ../.venv-vllm/bin/python mutants.py [NAME-PART ...]      (from tests_vllm/)
 """
@@ -8,15 +9,28 @@ every mutant must make the suite fail.
 import pathlib
 import subprocess
 import sys
+from typing import Any
 
 import stopstream._vllm_detok
 import stopstream._vllm_fast
+import stopstream._vllm_options
+import stopstream.vllm
 
 TEXT = pathlib.Path(stopstream._vllm_detok.__file__)
 TOKENS = pathlib.Path(stopstream._vllm_fast.__file__)
+OPTIONS = pathlib.Path(stopstream._vllm_options.__file__)
+PLUGIN = pathlib.Path(stopstream.vllm.__file__)
 HERE = pathlib.Path(__file__).resolve().parent
 
-MUTANTS = [
+# The engine tests; the served ones start servers (a minute each) and run only for the mutants
+# they cover.
+ENGINE = [
+    "--ignore=test_served.py",
+    "--ignore=test_hostile.py",
+    "--ignore=test_served_reasoning.py",
+]
+
+MUTANTS: list[tuple[Any, ...]] = [
     (
         "text path, holdback: held text released a step early",
         TEXT,
@@ -74,21 +88,86 @@ MUTANTS = [
         "                self._released += piece.tokens\n",
         "                self._released += 1\n",
     ),
+    (
+        "activation: a differing surface not seen",
+        PLUGIN,
+        "    if problems:\n        return Verdict(\n",
+        "    if False:\n        return Verdict(\n",
+        ["test_activation.py"],
+    ),
+    (
+        "activation: the Rust frontend not seen",
+        PLUGIN,
+        '    if _on("VLLM_USE_RUST_FRONTEND"):\n',
+        '    if _on("VLLM_USE_RUST_FRONTEND_X"):\n',
+        ["test_activation.py"],
+    ),
+    (
+        "activation: options served in silence while inactive",
+        PLUGIN,
+        "            _reject_options(verdict.reason)\n",
+        "            pass\n",
+        ["test_activation.py"],
+    ),
+    (
+        "activation: a newer release refused",
+        PLUGIN,
+        "    if release in TESTED:\n",
+        "    if release not in TESTED:\n        return Verdict(False, version, 'untested')\n"
+        "    if release in TESTED:\n",
+        ["test_activation.py"],
+    ),
+    (
+        "bounds: the compiled-size bound not applied",
+        OPTIONS,
+        "            return Regex(value, include=include, size_limit=bounds.regex_size)\n",
+        "            return Regex(value, include=include)\n",
+        ["test_hostile.py"],
+    ),
+    (
+        "bounds: the stop count off by one",
+        OPTIONS,
+        "    if count > bounds.stops:\n",
+        "    if count > bounds.stops + 1:\n",
+        ["test_hostile.py"],
+    ),
+    (
+        "bounds: deep JSON a 500",
+        OPTIONS,
+        "        except RecursionError:\n",
+        "        except ZeroDivisionError:\n",
+        ["test_hostile.py"],
+    ),
+    (
+        "reasoning: the parser's markers not taken",
+        PLUGIN,
+        "            start = parser.reasoning_start_str or None\n",
+        "            start = None\n",
+        ["test_served_reasoning.py"],
+    ),
+    (
+        "reasoning: a prompt that opens the reasoning not seen",
+        PLUGIN,
+        "    if start is None or not prompt_ids:\n",
+        "    if True:\n",
+        ["test_served_reasoning.py"],
+    ),
 ]
 
 
 def main() -> int:
     survivors = []
     chosen = sys.argv[1:]  # substrings of the names to run; none: all
-    for name, path, a, b in MUTANTS:
+    for name, path, a, b, *tests in MUTANTS:
         if chosen and not any(c in name for c in chosen):
             continue
+        args = tests[0] if tests else ENGINE
         original = path.read_text()
         assert original.count(a) == 1, name
         path.write_text(original.replace(a, b))
         try:
             r = subprocess.run(
-                [sys.executable, "-m", "pytest", "-x", "-q", "--ignore=test_served.py"],
+                [sys.executable, "-m", "pytest", "-x", "-q", *args],
                 cwd=HERE,
                 capture_output=True,
                 text=True,
