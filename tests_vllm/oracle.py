@@ -1,9 +1,14 @@
 """What contract §2 and §10 say a request's output must be, computed from the same request run
 without stops: vLLM's own decoding of its tokens, one at a time, gives the text after every
-token; the stops are then found by brute force over that text."""
+token; the stops are then found by brute force over that text. Also what the engine tests and
+the frontend harness (``frontend/``) share: the check of what a request streamed, and the stops
+drawn from a request's own output."""
 
 from __future__ import annotations
 
+import codecs
+import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -91,3 +96,79 @@ def held(text: str, stops: list[str], include: bool) -> int:
                 best = k
                 break
     return best
+
+
+def whole_characters(vocab: Any, ids: Any) -> str:
+    """The text of ``ids`` (a ``stopstream.Vocab``'s bytes) without an incomplete character at
+    the end."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    return decoder.decode(b"".join(vocab.token_bytes(i) or b"" for i in ids))
+
+
+def check_streamed(
+    where: object,
+    *,
+    emitted: str,
+    previous: str,
+    want: str,
+    want_whole: str,
+    final: str,
+    ids: Sequence[int],
+    logprobs: Sequence[Any] | None,
+    token_ids: Sequence[int],
+    texts: list[str],
+    generated: int,
+) -> None:
+    """What a request has streamed while running, after the engine generated ``generated`` of
+    ``token_ids`` (``texts``: vLLM's text after each count of them): the text ``emitted`` so
+    far is §2.5's minimal-holdback output ``want`` of the text so far, and the token ids and
+    logprobs (``None``: not asked for) go out with it (§7's release rule).
+
+    The token-id path decodes the whole characters of a token whose bytes end mid-character at
+    once, where vLLM's decoding waits for the rest of the token: ``want_whole`` is the output
+    over that text. After a hand-over to the text path, what was streamed (``previous``: the
+    text emitted before this output) stays until vLLM's text catches up.
+    """
+    if emitted != want:
+        catching_up = emitted == previous and emitted.startswith(want)
+        assert emitted == want_whole or catching_up, (where, emitted, want)
+    assert final.startswith(emitted), (where, emitted, final)
+    # Token ids (and their logprobs) go out with their text: never ahead of it, and never
+    # behind a token whose text was emitted (tokens without text of their own, a character's
+    # first bytes, may wait for the next one that has text).
+    r = len(ids)
+    assert list(ids) == list(token_ids[:r]), (where, ids)
+    assert len(texts[r]) <= len(emitted), (where, r)
+    must = [j for j in range(1, generated + 1) if len(texts[j - 1]) < len(texts[j]) <= len(emitted)]
+    assert r >= max(must, default=0), (where, r)
+    if logprobs is not None:
+        assert len(logprobs) == len(ids), where
+        assert all(t in lp for t, lp in zip(ids, logprobs, strict=True)), where
+
+
+def draw_stops(rng: random.Random, text: str) -> list[str]:
+    """1-10 stops from ``text``: substrings, overlapping ones, shared prefixes, equal ends,
+    non-ASCII ones, and some that do not occur."""
+    stops: list[str] = []
+    want = rng.randint(1, 10)
+    while len(stops) < want:
+        kind = rng.random()
+        if len(text) < 2 or kind < 0.1:
+            stops.append(rng.choice(["zzq", "\u00e9\u00e9x", "\U0001f600!", "\n\n"]))
+            continue
+        a = rng.randrange(len(text) - 1)
+        b = min(len(text), a + rng.randint(1, 6))
+        s = text[a:b]
+        if kind < 0.4:
+            stops.append(s)
+        elif kind < 0.55 and b - a > 1:  # equal ends
+            stops += [s, s[1:]]
+        elif kind < 0.7:  # overlapping
+            stops += [s, text[a + 1 : b + 2] or s]
+        elif kind < 0.85:  # shared prefix
+            stops += [s, s + rng.choice("x\u00e9\u65e5")]
+        else:  # non-ASCII, where the text has some
+            na = [i for i, c in enumerate(text) if ord(c) > 127]
+            i = rng.choice(na) if na else a
+            stops.append(text[max(0, i - rng.randint(0, 2)) : i + rng.randint(1, 3)])
+    return [s for s in stops if s][:10]

@@ -97,7 +97,7 @@ def test_min_tokens_with_skip_regions(llm: Any, seed: int) -> None:
     )
     d = IncrementalDetokenizer.from_new_request(tokenizer, request)
     assert type(d).__name__ == "StopDetokenizer"
-    ref = stopstream.reference.ReferenceStopFilter(stops, include, skip=[tuple(skip[0])])
+    ref = stopstream.reference.ReferenceStopFilter(stops, include, skip=[(skip[0][0], skip[0][1])])
     ref._quiet(True)
     want, fired_at = "", None
     for k in range(1, len(texts)):
@@ -123,7 +123,7 @@ def test_min_tokens_without_stops(llm: Any) -> None:
     from vllm.v1.engine.detokenizer import IncrementalDetokenizer
 
     _, tokenizer, prompt_ids, ids, texts = random_tokens(llm, 0)
-    extra = {"stopstream": {}}
+    extra: dict[str, Any] = {"stopstream": {}}
     request = make_request(prompt_ids, max_tokens=100, min_tokens=3, extra_args=extra)
     d = IncrementalDetokenizer.from_new_request(tokenizer, request)
     assert type(d).__name__ == "StopDetokenizer"

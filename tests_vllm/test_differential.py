@@ -10,7 +10,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from oracle import Expected, all_matches, decode_offsets, expected
+from oracle import Expected, all_matches, decode_offsets, draw_stops, expected
 from tiny_model import whole_character_ids
 
 import stopstream
@@ -20,34 +20,6 @@ from stopstream import _vllm_fast
 PROMPTS = ["Hello world", "The answer is", "café — ", "日本語", "stop strings: "]
 REQUESTS = 220
 MAX_TOKENS = 40
-
-
-def draw_stops(rng: random.Random, text: str) -> list[str]:
-    """1-10 stops from ``text``: substrings, overlapping ones, shared prefixes, equal ends,
-    non-ASCII ones, and some that do not occur."""
-    stops: list[str] = []
-    want = rng.randint(1, 10)
-    while len(stops) < want:
-        kind = rng.random()
-        if len(text) < 2 or kind < 0.1:
-            stops.append(rng.choice(["zzq", "\u00e9\u00e9x", "\U0001f600!", "\n\n"]))
-            continue
-        a = rng.randrange(len(text) - 1)
-        b = min(len(text), a + rng.randint(1, 6))
-        s = text[a:b]
-        if kind < 0.4:
-            stops.append(s)
-        elif kind < 0.55 and b - a > 1:  # equal ends
-            stops += [s, s[1:]]
-        elif kind < 0.7:  # overlapping
-            stops += [s, text[a + 1 : b + 2] or s]
-        elif kind < 0.85:  # shared prefix
-            stops += [s, s + rng.choice("x\u00e9\u65e5")]
-        else:  # non-ASCII, where the text has some
-            na = [i for i, c in enumerate(text) if ord(c) > 127]
-            i = rng.choice(na) if na else a
-            stops.append(text[max(0, i - rng.randint(0, 2)) : i + rng.randint(1, 3)])
-    return [s for s in stops if s][:10]
 
 
 def outputs_of(request_outputs: list[Any]) -> list[list[Any]]:

@@ -4,22 +4,15 @@ decoded so far; the same requests through vLLM's own stops hold `max(len) - 1` c
 
 from __future__ import annotations
 
-import codecs
 import random
 from typing import Any
 
 import pytest
-from oracle import decode_offsets, expected, held
+from oracle import check_streamed, decode_offsets, expected, held, whole_characters
 from tiny_model import whole_character_ids
 
 PROMPT = "The answer is"
 MAX_TOKENS = 32
-
-
-def whole_characters(vocab: Any, ids: Any) -> str:
-    """The text of ``ids`` without an incomplete character at the end."""
-    decoder = codecs.getincrementaldecoder("utf-8")("replace")
-    return decoder.decode(b"".join(vocab.token_bytes(i) or b"" for i in ids))
 
 
 def run_stepped(
@@ -151,28 +144,21 @@ def test_minimal_holdback_after_every_step(streamed: dict[str, Any]) -> None:
         previous = ""
         for k, emitted, ids, logprobs in running:
             t = texts[k]
-            want = t[: len(t) - held(t, case["stops"], case["include"])]
-            if emitted != want:
-                # The token-id path decodes the whole characters of a token whose bytes end
-                # mid-character at once; vLLM's decoding waits for the rest of the token. After
-                # a hand-over to the text path, what was streamed stays until vLLM's text
-                # catches up.
-                whole = whole_characters(streamed["vocab"], c.token_ids[:k])
-                want_whole = whole[: len(whole) - held(whole, case["stops"], case["include"])]
-                catching_up = emitted == previous and emitted.startswith(want)
-                assert emitted == want_whole or catching_up, (i, k, case["stops"], t)
-                assert e.text.startswith(emitted), (i, k)
+            whole = whole_characters(streamed["vocab"], c.token_ids[:k])
+            check_streamed(
+                (i, k, case["stops"], t),
+                emitted=emitted,
+                previous=previous,
+                want=t[: len(t) - held(t, case["stops"], case["include"])],
+                want_whole=whole[: len(whole) - held(whole, case["stops"], case["include"])],
+                final=e.text,
+                ids=ids,
+                logprobs=logprobs,
+                token_ids=c.token_ids,
+                texts=texts,
+                generated=k,
+            )
             previous = emitted
-            # Token ids (and their logprobs) go out with their text (§7's rule): never ahead
-            # of it, and never behind a token whose text was emitted (tokens without text of
-            # their own, a character's first bytes, may wait for the next one that has text).
-            r = len(ids)
-            assert ids == list(c.token_ids[:r]), (i, k)
-            assert len(texts[r]) <= len(emitted), (i, k, r)
-            must = [j for j in range(1, k + 1) if len(texts[j - 1]) < len(texts[j]) <= len(emitted)]
-            assert r >= max(must, default=0), (i, k, r)
-            assert len(logprobs) == len(ids), (i, k)
-            assert all(t_id in lp for t_id, lp in zip(ids, logprobs, strict=True)), (i, k)
             held_plugin += len(t) - len(emitted)
             steps += 1
         for k, emitted, _, _ in streamed["stock"][f"s{i}"][:-1]:
