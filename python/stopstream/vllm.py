@@ -165,6 +165,16 @@ def _surfaces() -> list[str]:
         "RequestState._new_completion_output(token_ids, finish_reason, stop_reason)",
     )
     need(lambda: hasattr(output_processor, "OutputProcessor"), "OutputProcessor")
+    if not hasattr(getattr(output_processor, "OutputProcessor", None), "_trim_surplus_tokens"):
+        # Before 0.32 the plugin trims a step's tokens after a stop itself.
+        need(
+            lambda: (
+                _params(_vllm("vllm.v1.engine.logprobs").LogprobsProcessor.update_from_output)[1:]
+                == ["output"]
+                and hasattr(_vllm("vllm.v1.outputs").LogprobsLists, "slice_request")
+            ),
+            "LogprobsProcessor.update_from_output(output) and LogprobsLists.slice_request",
+        )
     params = getattr(sampling, "SamplingParams", None)
     need(
         lambda: (
@@ -482,6 +492,10 @@ def _patch() -> None:
     cls.from_new_request = _state["classes"][2]
 
     _patch_streamed_tokens()
+    if not hasattr(
+        _vllm("vllm.v1.engine.output_processor").OutputProcessor, "_trim_surplus_tokens"
+    ):
+        _trim_surplus_tokens()
     _announce_with_the_output_processor()
 
     verify = SamplingParams.verify
@@ -498,6 +512,41 @@ def _patch() -> None:
         return result
 
     SamplingParams.verify = checked_verify
+
+
+def _trim_surplus_tokens() -> None:
+    """vLLM before 0.32 keeps the tokens an engine step delivered after the one completing a
+    stop string (0.32 drops them, and their logprobs, in ``OutputProcessor
+    ._trim_surplus_tokens``). Here the plugin's detokenizer drops them from the step's token ids,
+    which the output processor reads after it (the same list), and the logprobs of the step are
+    cut to the tokens kept before they are taken."""
+
+    def trimming(update: Callable[..., str | None]) -> Callable[..., str | None]:
+        def update_and_trim(self: Any, new_token_ids: list[int], stop_terminated: bool) -> Any:
+            before = self.num_output_tokens()
+            stop = update(self, new_token_ids, stop_terminated)
+            if stop is not None:
+                kept = self.num_output_tokens() - before
+                if 0 <= kept < len(new_token_ids):
+                    del new_token_ids[kept:]
+            return stop
+
+        return update_and_trim
+
+    for cls in (TokenDetokenizer, StopDetokenizer):
+        cls.update = trimming(cls.update)  # type: ignore[method-assign]
+
+    processor: Any = _vllm("vllm.v1.engine.logprobs").LogprobsProcessor
+    take = processor.update_from_output
+
+    def update_from_output(self: Any, output: Any) -> None:
+        logprobs = output.new_logprobs
+        kept = len(output.new_token_ids)
+        if logprobs is not None and len(logprobs.logprobs) > kept:
+            output.new_logprobs = logprobs.slice_request(0, kept)
+        take(self, output)
+
+    processor.update_from_output = update_from_output
 
 
 def _patch_streamed_tokens() -> None:
