@@ -217,7 +217,7 @@ def test_api_server_memory_stays_flat_over_fresh_maximal_lists(served: Server) -
     assert len(procs) == 2
 
     def rss() -> float:
-        return sum(p.memory_info().rss for p in procs) / 2**20
+        return float(sum(p.memory_info().rss for p in procs)) / 2**20
 
     def send(first: int, count: int) -> None:
         for k in range(first, first + count):
