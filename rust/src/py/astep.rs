@@ -16,8 +16,8 @@ use pyo3::PyTraverseError;
 use super::astream::{is_cancellation, report, start_close, AsyncDriver, DriverState};
 use super::awaits::{anext, await_iter, made, send, throw_into, thrown, yielded, Sent};
 use super::close::start_one;
+use super::lock::try_lock;
 use super::slots::sole_unfinalized;
-use super::try_lock;
 use crate::lock::{Guard, TryLock};
 use crate::pull::{self, CloseMode, Closer, Input, Misuse};
 

@@ -7,7 +7,7 @@ use pyo3::types::{PyBytes, PyString};
 
 use super::convert::{bytes_out, chunk_bytes, chunk_utf8, make_str, str_out};
 use super::errors::{map_error, parse_errors, type_name, wrong_type};
-use super::lock;
+use super::lock::lock;
 use super::report::{reports, Reports};
 use super::stopset::{resolve, IncludeStop, SkipArgs, Stops};
 use crate::lock::TryLock;

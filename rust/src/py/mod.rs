@@ -6,19 +6,19 @@
 //! built-in filter as a stage), `stream` and `fast` (the sync driver and the per-chunk path),
 //! `astream`, `astep` and `awaits` (the async driver, its awaitable, and `await`'s rules),
 //! `close` (closing upstream objects), `slots` (the raw-FFI island), `sse` and `sdk` (the
-//! adapters' native stages) and `tokens` (token ids in). This file holds the module and the
-//! per-object lock helpers.
+//! adapters' native stages), `tokens` (token ids in) and `lock` (the per-object lock helpers).
+//! This file holds the module.
 //!
 //! Performance choices:
 //! * ASCII `str` chunks are read in place; other chunks are encoded onto the stack from the
 //!   string's own storage, so CPython never builds a UTF-8 copy per chunk. A chunk that passes
 //!   through whole is returned as the very same object.
-//! * Classes are `frozen`: no borrow flag. Per-object state sits behind a try-lock (`lock.rs`):
-//!   a plain flag under the GIL, an atomic in a free-threaded build. Filters take it only around
-//!   their pure-Rust work, building Python objects before and after, so no Python code (not even
-//!   a garbage-collection finalizer) runs while they hold it; in a free-threaded build concurrent
-//!   calls on one filter are serialized. The stream holds it across its upstream pull and
-//!   refuses a second entry instead.
+//! * Classes are `frozen`: no borrow flag. Per-object state sits behind a try-lock (the core's
+//!   `lock.rs`): a plain flag under the GIL, an atomic in a free-threaded build. Filters take it
+//!   only around their pure-Rust work, building Python objects before and after, so no Python
+//!   code (not even a garbage-collection finalizer) runs while they hold it; in a free-threaded
+//!   build concurrent calls on one filter are serialized. The stream holds it across its
+//!   upstream pull and refuses a second entry instead.
 //! * The GIL is released only for one-shot `truncate` on large texts; for token-sized chunks a
 //!   release costs more than the scan.
 //! * Compiled stop lists are shared: a small cache of recent lists (`stopset.rs`; compared item
@@ -34,6 +34,7 @@ mod errors;
 mod fast;
 mod filters;
 mod items;
+mod lock;
 mod report;
 mod sdk;
 mod slots;
@@ -44,40 +45,7 @@ mod stream;
 mod tokens;
 mod truncate;
 
-use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-
-use crate::lock::{Guard, TryLock};
-
-/// The per-object lock, if free.
-#[inline]
-fn try_lock<'a, T>(_py: Python<'_>, m: &'a TryLock<T>) -> Option<Guard<'a, T>> {
-    // SAFETY: the token proves this thread is attached (holds the GIL in a GIL build), and a
-    // guard carried across `Python::detach` (only `feed_batch` does) is dropped after the
-    // thread re-attaches.
-    #[allow(unsafe_code)]
-    unsafe {
-        m.try_acquire()
-    }
-}
-
-/// The per-object lock of a filter. Filters hold it only around their pure-Rust work (Python
-/// objects are built before taking it and after releasing it), so under the GIL it is always
-/// free, except for a call that re-enters the filter while it is held, which can only come from
-/// a bug: that raises `RuntimeError` rather than deadlock. In a free-threaded build a concurrent
-/// call on the same filter yields its thread, detached from the interpreter, until the holder
-/// is done: calls are serialized.
-fn lock<'a, T>(py: Python<'_>, m: &'a TryLock<T>) -> PyResult<Guard<'a, T>> {
-    loop {
-        if let Some(g) = try_lock(py, m) {
-            return Ok(g);
-        }
-        if cfg!(not(Py_GIL_DISABLED)) {
-            return Err(PyRuntimeError::new_err("filter called re-entrantly while in use"));
-        }
-        py.detach(std::thread::yield_now);
-    }
-}
 
 /// Names of the module that are the package's own machinery, not its API.
 const PRIVATE: [&str; 7] = [

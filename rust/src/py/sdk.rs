@@ -27,7 +27,7 @@ use pyo3::{intern, PyTraverseError};
 
 use super::convert::{chunk_utf8, make_str};
 use super::filters::StopFilter;
-use super::lock;
+use super::lock::lock;
 use super::stage::{Out, Pushed};
 
 /// The SDK whose events the stage reads.

@@ -21,7 +21,7 @@ use pyo3::PyTraverseError;
 use super::convert::chunk_bytes;
 use super::errors::wrong_type;
 use super::filters::StopFilter;
-use super::{lock, try_lock};
+use super::lock::{lock, try_lock};
 use crate::lock::TryLock;
 use crate::sse::{Common, Filters, Handled, Open, Provider, Unseen};
 use crate::Saved;
