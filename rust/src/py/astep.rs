@@ -16,8 +16,8 @@ use pyo3::PyTraverseError;
 use super::astream::{is_cancellation, report, start_close, AsyncDriver, DriverState};
 use super::awaits::{anext, await_iter, made, send, throw_into, thrown, yielded, Sent};
 use super::close::start_one;
+use super::ffi::{finalizing, sole_unfinalized};
 use super::lock::try_lock;
-use super::slots::sole_unfinalized;
 use crate::lock::{Guard, TryLock};
 use crate::pull::{self, CloseMode, Closer, Input, Misuse};
 
@@ -379,7 +379,7 @@ impl AsyncPullStep {
     pub(super) fn finalize(slf: &Bound<'_, Self>) {
         let py = slf.py();
         let suspended = try_lock(py, &slf.get().step).is_some_and(|s| s.is_suspended());
-        if suspended && !super::slots::finalizing() {
+        if suspended && !finalizing() {
             if let Err(err) = Self::close(slf) {
                 err.write_unraisable(py, None);
             }

@@ -6,8 +6,8 @@ use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::awaits::{await_iter, is_awaitable};
-use super::slots::optional_attr;
+use super::awaits::await_iter;
+use super::ffi::{is_awaitable, optional_attr};
 
 /// Calls `target.close()` where it has one. An async object given to a sync stream returns an
 /// awaitable that nothing here can await: it is closed instead, unrun.

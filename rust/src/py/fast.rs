@@ -10,6 +10,7 @@ use pyo3::types::{PyBytes, PyString};
 
 use super::convert::{bytes_out, chunk_utf8, joined_str};
 use super::errors::map_error;
+use super::ffi::pull;
 use super::stream::{Mode, StreamState, SyncDriver};
 use crate::{Action, Filter, Status};
 
@@ -152,36 +153,4 @@ enum Fast<'py> {
     Then(Action<Py<PyAny>, PyErr>),
     /// With something pulled that the general path takes from here.
     Pulled(Pulled<'py>),
-}
-
-/// The next item of the upstream (an iterator), without the reference count round trip of
-/// `Bound::next`.
-#[allow(clippy::inline_always, reason = "a call per chunk on the fast path otherwise")]
-#[inline(always)]
-pub(super) fn pull<'py>(
-    py: Python<'py>,
-    upstream: &Py<PyAny>,
-) -> Option<PyResult<Bound<'py, PyAny>>> {
-    // SAFETY: `upstream` is an iterator (checked when the stream was made) and the thread is
-    // attached; `PyIter_Next` returns a new reference or NULL, with an exception set on error.
-    #[allow(unsafe_code)]
-    unsafe {
-        let it = upstream.as_ptr();
-        #[cfg(not(any(Py_LIMITED_API, PyPy, GraalPy)))]
-        let raw = match (*pyo3::ffi::Py_TYPE(it)).tp_iternext {
-            // The slot itself: an exhausted iterator may return NULL without setting
-            // StopIteration, which `PyErr::take` below then finds as no error.
-            Some(next) => next(it),
-            None => pyo3::ffi::PyIter_Next(it),
-        };
-        #[cfg(any(Py_LIMITED_API, PyPy, GraalPy))]
-        let raw = pyo3::ffi::PyIter_Next(it);
-        if raw.is_null() {
-            return match PyErr::take(py) {
-                Some(err) if err.is_instance_of::<pyo3::exceptions::PyStopIteration>(py) => None,
-                other => other.map(Err),
-            };
-        }
-        Some(Ok(Bound::from_owned_ptr(py, raw)))
-    }
 }

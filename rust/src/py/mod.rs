@@ -32,6 +32,7 @@ mod close;
 mod convert;
 mod errors;
 mod fast;
+mod ffi;
 mod filters;
 mod items;
 mod lock;

@@ -12,7 +12,7 @@ use pyo3::PyTraverseError;
 use super::builtin::{BuiltIn, Slot};
 use super::close::{close_object, shut_down_connection};
 use super::errors::wrong_type;
-use super::fast::pull;
+use super::ffi::pull;
 use super::lock::try_lock;
 use super::report::{reports, Reports};
 use super::stage::{Out, Stage};
