@@ -36,7 +36,7 @@ use pyo3::PyTraverseError;
 use super::astep::AsyncPullStep;
 use super::awaits::await_iter;
 use super::lock::{lock, try_lock};
-use super::stage::{Out, Stage};
+use super::stages::{Out, Stage};
 use crate::lock::{Guard, TryLock};
 use crate::pull::{CloseMode, Upstream};
 

@@ -9,13 +9,12 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyIterator, PyTuple};
 use pyo3::PyTraverseError;
 
-use super::builtin::{BuiltIn, Slot};
 use super::close::{close_object, shut_down_connection};
 use super::errors::wrong_type;
 use super::ffi::pull;
 use super::lock::try_lock;
 use super::report::{reports, Reports};
-use super::stage::{Out, Stage};
+use super::stages::{BuiltIn, Out, Slot, Stage};
 use super::stopset::{IncludeStop, Stops};
 use crate::drive::{self, Driver};
 use crate::lock::TryLock;
