@@ -24,9 +24,7 @@
 //! * Compiled stop lists are shared: a small cache of recent lists (`stopset.rs`; compared item
 //!   by item, or by identity for the same tuple), then the core's cache (`CompiledStops::literal`).
 
-mod astep;
-mod astream;
-mod awaits;
+mod aio;
 mod close;
 mod convert;
 mod errors;
@@ -65,8 +63,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<items::Regex>()?;
     m.add_class::<stream::SyncDriver>()?;
     m.add_class::<stream::StopStream>()?;
-    m.add_class::<astream::AsyncDriver>()?;
-    m.add_class::<astep::AsyncPullStep>()?;
+    m.add_class::<aio::AsyncDriver>()?;
+    m.add_class::<aio::AsyncPullStep>()?;
+    aio::install(m.py())?;
     slots::install(m.py())?;
     m.add_class::<stopset::Compiled>()?;
     m.add_class::<stages::FilterStage>()?;

@@ -22,6 +22,14 @@
 //! propagates at once, the close still completes (deferring its failure to the stream itself),
 //! and what the stop decided stays queued for later pulls.
 
+mod astep;
+mod awaits;
+mod close;
+mod slots;
+
+pub(super) use astep::AsyncPullStep;
+pub(super) use slots::install;
+
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
@@ -33,8 +41,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple};
 use pyo3::PyTraverseError;
 
-use super::astep::AsyncPullStep;
-use super::awaits::await_iter;
+use self::awaits::await_iter;
 use super::lock::{lock, try_lock};
 use super::stages::{Out, Stage};
 use crate::lock::{Guard, TryLock};

@@ -13,11 +13,11 @@ use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::PyTraverseError;
 
-use super::astream::{is_cancellation, report, start_close, AsyncDriver, DriverState};
+use super::super::ffi::{finalizing, sole_unfinalized};
+use super::super::lock::try_lock;
 use super::awaits::{anext, await_iter, made, send, throw_into, thrown, yielded, Sent};
 use super::close::start_one;
-use super::ffi::{finalizing, sole_unfinalized};
-use super::lock::try_lock;
+use super::{is_cancellation, report, start_close, AsyncDriver, DriverState};
 use crate::lock::{Guard, TryLock};
 use crate::pull::{self, CloseMode, Closer, Input, Misuse};
 
@@ -221,7 +221,7 @@ impl<'py> pull::Host for PullHost<'_, 'py> {
 /// stays tracked and finalizable. A finished awaitable refers to nothing, not even its driver:
 /// the spare makes no cycle, and a dropped stream is freed at once.
 #[pyclass(frozen, module = "stopstream._core")]
-pub(super) struct AsyncPullStep {
+pub(crate) struct AsyncPullStep {
     step: TryLock<Step>,
 }
 

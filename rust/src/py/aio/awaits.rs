@@ -1,15 +1,15 @@
 //! Driving awaitables from native code by CPython's rules for `await`: what `await x` calls on
 //! `x` (`__await__`, a coroutine's own iterator, a `types.coroutine` generator), one `send` or
 //! `throw` into the iterator it drives, and a step's result handed back through the iterator
-//! protocol. The async driver's awaitable (`astream.rs`) is built from these.
+//! protocol. The async driver's awaitable (`astep.rs`) is built from these.
 
 use pyo3::exceptions::{PyBaseException, PyGeneratorExit, PyStopIteration, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use super::errors::type_name;
-use super::ffi::{is_coroutine, CO_ITERABLE_COROUTINE};
+use super::super::errors::type_name;
+use super::super::ffi::{is_coroutine, CO_ITERABLE_COROUTINE};
 
 /// What a driven awaitable did, over the bindings' objects.
 pub(super) type Sent<'py> = crate::pull::Sent<Bound<'py, PyAny>>;
