@@ -25,19 +25,16 @@
 //!   by item, or by identity for the same tuple), then the core's cache (`CompiledStops::literal`).
 
 mod aio;
-mod close;
 mod convert;
 mod errors;
-mod fast;
 mod ffi;
 mod filters;
 mod items;
 mod lock;
 mod report;
-mod slots;
 mod stages;
 mod stopset;
-mod stream;
+mod sync;
 mod tokens;
 mod truncate;
 
@@ -61,12 +58,12 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<filters::ByteStopFilter>()?;
     m.add_class::<items::Stop>()?;
     m.add_class::<items::Regex>()?;
-    m.add_class::<stream::SyncDriver>()?;
-    m.add_class::<stream::StopStream>()?;
+    m.add_class::<sync::SyncDriver>()?;
+    m.add_class::<sync::StopStream>()?;
     m.add_class::<aio::AsyncDriver>()?;
     m.add_class::<aio::AsyncPullStep>()?;
     aio::install(m.py())?;
-    slots::install(m.py())?;
+    sync::install(m.py())?;
     m.add_class::<stopset::Compiled>()?;
     m.add_class::<stages::FilterStage>()?;
     m.add_class::<stages::SSEStage>()?;

@@ -1,4 +1,12 @@
 //! The native pull iterator `StopStream`: wraps an upstream iterable of `str` or bytes chunks.
+//! Its driver, `SyncDriver`, is here; `fast` is `wrap`'s per-chunk path, `close` closes the
+//! upstream objects, and `slots` sets the finalizers.
+
+mod close;
+mod fast;
+mod slots;
+
+pub(super) use slots::install;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -9,7 +17,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyIterator, PyTuple};
 use pyo3::PyTraverseError;
 
-use super::close::{close_object, shut_down_connection};
+use self::close::{close_object, shut_down_connection};
 use super::errors::wrong_type;
 use super::ffi::pull;
 use super::lock::try_lock;

@@ -5,7 +5,7 @@ use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::ffi::{is_awaitable, optional_attr};
+use super::super::ffi::{is_awaitable, optional_attr};
 
 /// Calls `target.close()` where it has one. An async object given to a sync stream returns an
 /// awaitable that nothing here can await: it is closed instead, unrun.

@@ -3,8 +3,8 @@
 
 use pyo3::prelude::*;
 
-use super::ffi::{install_finalizer, Finalize};
-use super::stream::{StopStream, SyncDriver};
+use super::super::ffi::{install_finalizer, Finalize};
+use super::{StopStream, SyncDriver};
 
 impl Finalize for SyncDriver {
     const SLOT: usize = 1;
@@ -21,7 +21,7 @@ impl Finalize for StopStream {
 }
 
 /// Sets the finalizers of the sync driver and `StopStream` (see `ffi.rs`).
-pub(super) fn install(py: Python<'_>) -> PyResult<()> {
+pub(crate) fn install(py: Python<'_>) -> PyResult<()> {
     // The sync driver and `StopStream`, before any subclass of them is made (which inherits
     // the finalizer).
     install_finalizer::<SyncDriver>(py)?;

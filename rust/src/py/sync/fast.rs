@@ -6,9 +6,9 @@ use std::sync::atomic::Ordering;
 
 use pyo3::prelude::*;
 
-use super::ffi::pull;
-use super::stages::{feed_exact, Fed};
-use super::stream::{Mode, StreamState, SyncDriver};
+use super::super::ffi::pull;
+use super::super::stages::{feed_exact, Fed};
+use super::{Mode, StreamState, SyncDriver};
 use crate::{Action, Status};
 
 impl SyncDriver {
