@@ -61,14 +61,12 @@ mod automaton;
 mod byteset;
 mod compiled;
 mod decoder;
-pub mod drive;
 mod error;
 mod filter;
 mod lifecycle;
 mod matcher;
 mod prefilter;
 mod published;
-pub mod pull;
 mod regex;
 mod region;
 pub mod sse;
@@ -92,7 +90,7 @@ pub use crate::error::{DecodeError, Error};
 pub use crate::filter::{
     pack_tail, unpack_tail, Detail, Filter, Output, Report, Saved, StopReport,
 };
-pub use crate::lifecycle::{Action, Close, Closed, Lifecycle};
+pub use crate::lifecycle::{drive, pull, Action, Close, Closed, Lifecycle};
 pub use crate::matcher::{regex_max_len, MatchStream, Matcher, StopKind, StopSpec};
 pub use crate::published::Published;
 pub use crate::stopset::StopSet;
