@@ -50,11 +50,11 @@
 
 // `unsafe` appears only for the Python bindings, each block with its safety argument: their
 // try-lock (`lock.rs`); the type slots, finalizers and the spare awaitable's reuse test
-// (`py/slots.rs`); the collector's walks, which take a state lock without a `Python` token; and
-// calls of CPython's C API where PyO3 offers no safe path as fast, such as reading and building
-// a `str` in place (`py/convert.rs`), `PyIter_Send` and the type checks of `await`
-// (`py/awaits.rs`), `PyIter_Next` (`py/fast.rs`), and list and int access on the batch path
-// (`py/tokens/`).
+// (`py/ffi.rs`, `py/aio/slots.rs`); the collector's walks, which take a state lock without a
+// `Python` token; and calls of CPython's C API where PyO3 offers no safe path as fast, such as
+// reading and building a `str` in place (`py/convert.rs`), `PyIter_Send` and the type checks of
+// `await` (`py/aio/awaits.rs`, `py/ffi.rs`), `PyIter_Next` (`py/ffi.rs`), and list and int
+// access on the batch path (`py/tokens/`).
 #![deny(unsafe_code)]
 
 mod automaton;

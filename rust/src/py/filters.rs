@@ -37,7 +37,7 @@ impl<T: Push> Reports for T {
 pub(super) struct StopFilter {
     stops: Stops,
     include_stop: bool,
-    /// Also fed by the adapters' native stages (`sse.rs`, `sdk.rs`), under [`lock`].
+    /// Also fed by the adapters' native stages (`stages/sse.rs`, `stages/sdk.rs`), under [`lock`].
     pub(super) state: TryLock<Filter>,
 }
 

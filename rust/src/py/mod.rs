@@ -1,13 +1,14 @@
 //! Python bindings: convert, call the core, map errors. Nothing else lives here.
 //!
-//! One file per concern: `convert` (chunks in and out), `errors` (exception mapping), `items`
-//! (`Stop` and `Regex`), `stopset` (compiled stop lists), `filters` (the push filters),
-//! `truncate` (one shot), `stage` (the one stage type of both drivers), `builtin` (the
-//! built-in filter as a stage), `stream` and `fast` (the sync driver and the per-chunk path),
-//! `astream`, `astep` and `awaits` (the async driver, its awaitable, and `await`'s rules),
-//! `close` (closing upstream objects), `slots` (the raw-FFI island), `sse` and `sdk` (the
-//! adapters' native stages), `tokens` (token ids in) and `lock` (the per-object lock helpers).
-//! This file holds the module.
+//! One file per concern, each using only those before it: `ffi` (the raw CPython plumbing the
+//! others share), `lock` (the per-object lock helpers), `convert` (chunks in and out), `errors`
+//! (exception mapping), `items` (`Stop` and `Regex`), `stopset` (compiled stop lists), `report`
+//! (the stop attributes), `filters` (the push filters), `truncate` (one shot), `tokens` (token
+//! ids in); then the drivers' parts, one folder each: `stages` (the one stage type of both
+//! drivers, and the native stages: the built-in filter, and the adapters' `sse` and `sdk`),
+//! `sync` (the sync driver, `wrap`'s per-chunk path, closing upstream objects, the finalizers)
+//! and `aio` (the async driver, its awaitable, `await`'s rules, the async close, the
+//! awaitable's slots). This file holds the module, which registers the classes of them all.
 //!
 //! Performance choices:
 //! * ASCII `str` chunks are read in place; other chunks are encoded onto the stack from the

@@ -1,5 +1,7 @@
 //! The native async driver of the stream lifecycle (contract §9): `AsyncDriver`, the base of
-//! `stopstream._lifecycle.AsyncPull`; its awaitable, `AsyncPullStep`, is in `astep.rs`.
+//! `stopstream._lifecycle.AsyncPull`; its awaitable, `AsyncPullStep`, is in `astep.rs`, the
+//! rules of `await` it follows in `awaits.rs`, an object's async close in `close.rs`, and the
+//! awaitable's slots in `slots.rs`.
 //!
 //! The rules are the core's [`Lifecycle`], which the sync driver (`drive.rs`) follows too: a pull
 //! (`pull.rs`) carries out its actions, awaiting where the sync driver calls. A Python `async def

@@ -1,6 +1,6 @@
-//! The one stage type both lifecycle drivers take (`stream.rs`, `astream.rs`): what turns
-//! pulled items into output. The native stages are fed by a Rust call, a Python stage through
-//! its protocol (`stopstream._lifecycle.Stage`: `push`, `closing`, `end`).
+//! The one stage type both lifecycle drivers take (`sync/`, `aio/`): what turns pulled items
+//! into output. The native stages are fed by a Rust call, a Python stage through its protocol
+//! (`stopstream._lifecycle.Stage`: `push`, `closing`, `end`).
 //!
 //! The native stages: `builtin` (the built-in filter, `awrap`'s `_FilterStage`, and the
 //! exact-chunk step `wrap`'s per-chunk path shares), `sse` (`SSEStage`, `stopstream.sse`'s)
