@@ -1,8 +1,8 @@
 """Fails on any import cycle between the modules of `rust/src` (the crate, bindings included) or of
 `python/stopstream`, and prints each cycle.
 
-A module is a file (`rust/src/py/stream.rs` is `crate::py::stream`; a `mod.rs` is its folder's
-module). Rust: an edge for each path a file names into another module of the crate
+A module is a file (`rust/src/py/sync/fast.rs` is `crate::py::sync::fast`; a `mod.rs` is its
+folder's module). Rust: an edge for each path a file names into another module of the crate
 (`crate::a::b`, `super::b`, `self::b`, a child module's name), whether in `use` or in code; a
 module's own children (`mod x;`) are not edges, nor is `#[cfg(test)]` code. Python: an edge for
 each `import`/`from ... import` of a package module, at any level of the file (type-only imports

@@ -12,7 +12,7 @@ I/O-free object that turns items into output:
   close asked for by the consumer: a dropped stream is not a finished one.
 
 Both drivers are native and follow one policy, the core's lifecycle state machine
-(``rust/src/lifecycle.rs``): the sync one is ``stopstream._core.SyncDriver`` (the base of
+(``rust/src/lifecycle/``): the sync one is ``stopstream._core.SyncDriver`` (the base of
 ``StopStream``, so that ``wrap`` costs no Python frame per chunk), the async one
 ``stopstream._core.AsyncDriver``, the base of ``AsyncPull`` below, whose awaitables pull, feed,
 and await the closes the rules ask for. One test matrix checks both over every entry point:

@@ -50,25 +50,23 @@
 
 // `unsafe` appears only for the Python bindings, each block with its safety argument: their
 // try-lock (`lock.rs`); the type slots, finalizers and the spare awaitable's reuse test
-// (`py/slots.rs`); the collector's walks, which take a state lock without a `Python` token; and
-// calls of CPython's C API where PyO3 offers no safe path as fast, such as reading and building
-// a `str` in place (`py/convert.rs`), `PyIter_Send` and the type checks of `await`
-// (`py/awaits.rs`), `PyIter_Next` (`py/fast.rs`), and list and int access on the batch path
-// (`py/tokens/`).
+// (`py/ffi.rs`, `py/aio/slots.rs`); the collector's walks, which take a state lock without a
+// `Python` token; and calls of CPython's C API where PyO3 offers no safe path as fast, such as
+// reading and building a `str` in place (`py/convert.rs`), `PyIter_Send` and the type checks of
+// `await` (`py/aio/awaits.rs`, `py/ffi.rs`), `PyIter_Next` (`py/ffi.rs`), and list and int
+// access on the batch path (`py/tokens/`).
 #![deny(unsafe_code)]
 
 mod automaton;
 mod byteset;
 mod compiled;
 mod decoder;
-pub mod drive;
 mod error;
 mod filter;
 mod lifecycle;
 mod matcher;
 mod prefilter;
 mod published;
-pub mod pull;
 mod regex;
 mod region;
 pub mod sse;
@@ -92,7 +90,7 @@ pub use crate::error::{DecodeError, Error};
 pub use crate::filter::{
     pack_tail, unpack_tail, Detail, Filter, Output, Report, Saved, StopReport,
 };
-pub use crate::lifecycle::{Action, Close, Closed, Lifecycle};
+pub use crate::lifecycle::{drive, pull, Action, Close, Closed, Lifecycle};
 pub use crate::matcher::{regex_max_len, MatchStream, Matcher, StopKind, StopSpec};
 pub use crate::published::Published;
 pub use crate::stopset::StopSet;

@@ -7,7 +7,7 @@ use pyo3::types::{PyBytes, PyString};
 
 use super::convert::{bytes_out, chunk_bytes, chunk_utf8, make_str, str_out};
 use super::errors::{map_error, parse_errors, type_name, wrong_type};
-use super::lock;
+use super::lock::lock;
 use super::report::{reports, Reports};
 use super::stopset::{resolve, IncludeStop, SkipArgs, Stops};
 use crate::lock::TryLock;
@@ -37,7 +37,7 @@ impl<T: Push> Reports for T {
 pub(super) struct StopFilter {
     stops: Stops,
     include_stop: bool,
-    /// Also fed by the adapters' native stages (`sse.rs`, `sdk.rs`), under [`lock`].
+    /// Also fed by the adapters' native stages (`stages/sse.rs`, `stages/sdk.rs`), under [`lock`].
     pub(super) state: TryLock<Filter>,
 }
 

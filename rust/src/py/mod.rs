@@ -1,83 +1,45 @@
 //! Python bindings: convert, call the core, map errors. Nothing else lives here.
 //!
-//! One file per concern: `convert` (chunks in and out), `errors` (exception mapping), `items`
-//! (`Stop` and `Regex`), `stopset` (compiled stop lists), `filters` (the push filters),
-//! `truncate` (one shot), `stage` (the one stage type of both drivers), `builtin` (the
-//! built-in filter as a stage), `stream` and `fast` (the sync driver and the per-chunk path),
-//! `astream`, `astep` and `awaits` (the async driver, its awaitable, and `await`'s rules),
-//! `close` (closing upstream objects), `slots` (the raw-FFI island), `sse` and `sdk` (the
-//! adapters' native stages) and `tokens` (token ids in). This file holds the module and the
-//! per-object lock helpers.
+//! One file per concern, each using only those before it: `ffi` (the raw CPython plumbing the
+//! others share), `lock` (the per-object lock helpers), `convert` (chunks in and out), `errors`
+//! (exception mapping), `items` (`Stop` and `Regex`), `stopset` (compiled stop lists), `report`
+//! (the stop attributes), `filters` (the push filters), `truncate` (one shot), `tokens` (token
+//! ids in); then the drivers' parts, one folder each: `stages` (the one stage type of both
+//! drivers, and the native stages: the built-in filter, and the adapters' `sse` and `sdk`),
+//! `sync` (the sync driver, `wrap`'s per-chunk path, closing upstream objects, the finalizers)
+//! and `aio` (the async driver, its awaitable, `await`'s rules, the async close, the
+//! awaitable's slots). This file holds the module, which registers the classes of them all.
 //!
 //! Performance choices:
 //! * ASCII `str` chunks are read in place; other chunks are encoded onto the stack from the
 //!   string's own storage, so CPython never builds a UTF-8 copy per chunk. A chunk that passes
 //!   through whole is returned as the very same object.
-//! * Classes are `frozen`: no borrow flag. Per-object state sits behind a try-lock (`lock.rs`):
-//!   a plain flag under the GIL, an atomic in a free-threaded build. Filters take it only around
-//!   their pure-Rust work, building Python objects before and after, so no Python code (not even
-//!   a garbage-collection finalizer) runs while they hold it; in a free-threaded build concurrent
-//!   calls on one filter are serialized. The stream holds it across its upstream pull and
-//!   refuses a second entry instead.
+//! * Classes are `frozen`: no borrow flag. Per-object state sits behind a try-lock (the core's
+//!   `lock.rs`): a plain flag under the GIL, an atomic in a free-threaded build. Filters take it
+//!   only around their pure-Rust work, building Python objects before and after, so no Python
+//!   code (not even a garbage-collection finalizer) runs while they hold it; in a free-threaded
+//!   build concurrent calls on one filter are serialized. The stream holds it across its
+//!   upstream pull and refuses a second entry instead.
 //! * The GIL is released only for one-shot `truncate` on large texts; for token-sized chunks a
 //!   release costs more than the scan.
 //! * Compiled stop lists are shared: a small cache of recent lists (`stopset.rs`; compared item
 //!   by item, or by identity for the same tuple), then the core's cache (`CompiledStops::literal`).
 
-mod astep;
-mod astream;
-mod awaits;
-mod builtin;
-mod close;
+mod aio;
 mod convert;
 mod errors;
-mod fast;
+mod ffi;
 mod filters;
 mod items;
+mod lock;
 mod report;
-mod sdk;
-mod slots;
-mod sse;
-mod stage;
+mod stages;
 mod stopset;
-mod stream;
+mod sync;
 mod tokens;
 mod truncate;
 
-use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-
-use crate::lock::{Guard, TryLock};
-
-/// The per-object lock, if free.
-#[inline]
-fn try_lock<'a, T>(_py: Python<'_>, m: &'a TryLock<T>) -> Option<Guard<'a, T>> {
-    // SAFETY: the token proves this thread is attached (holds the GIL in a GIL build), and a
-    // guard carried across `Python::detach` (only `feed_batch` does) is dropped after the
-    // thread re-attaches.
-    #[allow(unsafe_code)]
-    unsafe {
-        m.try_acquire()
-    }
-}
-
-/// The per-object lock of a filter. Filters hold it only around their pure-Rust work (Python
-/// objects are built before taking it and after releasing it), so under the GIL it is always
-/// free, except for a call that re-enters the filter while it is held, which can only come from
-/// a bug: that raises `RuntimeError` rather than deadlock. In a free-threaded build a concurrent
-/// call on the same filter yields its thread, detached from the interpreter, until the holder
-/// is done: calls are serialized.
-fn lock<'a, T>(py: Python<'_>, m: &'a TryLock<T>) -> PyResult<Guard<'a, T>> {
-    loop {
-        if let Some(g) = try_lock(py, m) {
-            return Ok(g);
-        }
-        if cfg!(not(Py_GIL_DISABLED)) {
-            return Err(PyRuntimeError::new_err("filter called re-entrantly while in use"));
-        }
-        py.detach(std::thread::yield_now);
-    }
-}
 
 /// Names of the module that are the package's own machinery, not its API.
 const PRIVATE: [&str; 7] = [
@@ -97,15 +59,16 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<filters::ByteStopFilter>()?;
     m.add_class::<items::Stop>()?;
     m.add_class::<items::Regex>()?;
-    m.add_class::<stream::SyncDriver>()?;
-    m.add_class::<stream::StopStream>()?;
-    m.add_class::<astream::AsyncDriver>()?;
-    m.add_class::<astep::AsyncPullStep>()?;
-    slots::install(m.py())?;
+    m.add_class::<sync::SyncDriver>()?;
+    m.add_class::<sync::StopStream>()?;
+    m.add_class::<aio::AsyncDriver>()?;
+    m.add_class::<aio::AsyncPullStep>()?;
+    aio::install(m.py())?;
+    sync::install(m.py())?;
     m.add_class::<stopset::Compiled>()?;
-    m.add_class::<builtin::FilterStage>()?;
-    m.add_class::<sse::SSEStage>()?;
-    m.add_class::<sdk::SdkStage>()?;
+    m.add_class::<stages::FilterStage>()?;
+    m.add_class::<stages::SSEStage>()?;
+    m.add_class::<stages::SdkStage>()?;
     m.add_function(wrap_pyfunction!(truncate::truncate, m)?)?;
     m.add_class::<tokens::Vocab>()?;
     m.add_function(wrap_pyfunction!(tokens::tokenizer_tokens, m)?)?;

@@ -10,7 +10,7 @@ use pyo3::types::{PyByteArray, PyBytes, PyList, PyMemoryView, PyString, PyTuple}
 use super::convert::{make_str, str_bytes};
 use super::errors::{iter_of, map_error, type_name, wrong_type};
 use super::items::{Regex, Stop};
-use super::try_lock;
+use super::lock::try_lock;
 use crate::lock::TryLock;
 use crate::recent::{same_stops, Recent};
 use crate::{CompiledStops, StopKind, StopSet, StopSpec};

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
 use super::super::errors::wrong_type;
-use super::super::try_lock;
+use super::super::lock::try_lock;
 use super::filter::TokenStopFilter;
 use super::vocab::{new_piece, TokenPiece, Vocab};
 use super::{entry_error, one_id, plain_ints, token_error, Ids};

@@ -8,7 +8,7 @@ use pyo3::types::PyTuple;
 
 use super::super::convert::make_str;
 use super::super::errors::{map_error, parse_errors};
-use super::super::lock;
+use super::super::lock::lock;
 use super::super::report::{reports, Reports};
 use super::super::stopset::{resolve, IncludeStop, SkipArgs, Stops};
 use super::vocab::{new_piece, piece, TokenPiece, Vocab};

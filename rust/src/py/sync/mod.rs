@@ -1,4 +1,12 @@
 //! The native pull iterator `StopStream`: wraps an upstream iterable of `str` or bytes chunks.
+//! Its driver, `SyncDriver`, is here; `fast` is `wrap`'s per-chunk path, `close` closes the
+//! upstream objects, and `slots` sets the finalizers.
+
+mod close;
+mod fast;
+mod slots;
+
+pub(super) use slots::install;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -9,14 +17,13 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyIterator, PyTuple};
 use pyo3::PyTraverseError;
 
-use super::builtin::{BuiltIn, Slot};
-use super::close::{close_object, shut_down_connection};
+use self::close::{close_object, shut_down_connection};
 use super::errors::wrong_type;
-use super::fast::pull;
+use super::ffi::pull;
+use super::lock::try_lock;
 use super::report::{reports, Reports};
-use super::stage::{Out, Stage};
+use super::stages::{BuiltIn, Out, Slot, Stage};
 use super::stopset::{IncludeStop, Stops};
-use super::try_lock;
 use crate::drive::{self, Driver};
 use crate::lock::TryLock;
 use crate::{Detail, Filter, Lifecycle, Status, StopReport};

@@ -17,6 +17,13 @@
 //!
 //! A failing close that nobody can be told of (after an upstream error, or after a close
 //! asked for during a pull) is the driver's to report ([`Closed::report`]).
+//!
+//! The drivers' parts that need no Python are here too, each over a host that carries out the
+//! I/O: [`drive`], the sync driver's pull (calling), and [`pull`], the async driver's (awaiting).
+//! The crate exports both as `stopstream::drive` and `stopstream::pull`.
+
+pub mod drive;
+pub mod pull;
 
 use std::collections::VecDeque;
 

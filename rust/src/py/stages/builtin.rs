@@ -1,28 +1,31 @@
 //! The built-in filter as a stream's stage: `wrap`'s, which the sync driver holds in its own
 //! state, and `awrap`'s (`_FilterStage`), which the async driver feeds. The first item decides
 //! between text and bytes; what a stream's attributes report is published after each change.
+//! Also the step of one exact chunk ([`feed_exact`]), which `awrap`'s stage and `wrap`'s
+//! per-chunk path share.
+
+use std::borrow::Cow;
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
-use super::convert::{bytes_out, chunk_bytes, chunk_utf8, make_str, str_out};
-use super::errors::{map_error, parse_errors, type_name};
-use super::fast::{feed_exact, Fed};
-use super::report::{reports, Reports};
-use super::stopset::{resolve, IncludeStop, SkipArgs, Stops};
-use super::try_lock;
+use super::super::convert::{bytes_out, chunk_bytes, chunk_utf8, joined_str, make_str, str_out};
+use super::super::errors::{map_error, parse_errors, type_name};
+use super::super::lock::try_lock;
+use super::super::report::{reports, Reports};
+use super::super::stopset::{resolve, IncludeStop, SkipArgs, Stops};
 use crate::lifecycle::defer_into;
 use crate::lock::TryLock;
 use crate::{Detail, Filter, Published, Status, StopReport};
 
 /// The built-in filter's state: `None` until the first item decides between text and bytes.
-pub(super) type Slot = Option<Filter>;
+pub(crate) type Slot = Option<Filter>;
 
 /// The built-in filter's options, and what its stream's attributes report.
-pub(super) struct BuiltIn {
-    pub(super) stops: Stops,
-    pub(super) include_stop: bool,
+pub(crate) struct BuiltIn {
+    pub(crate) stops: Stops,
+    pub(crate) include_stop: bool,
     replace: bool,
     /// Published after every change, so reading an attribute never waits for (or re-enters)
     /// a pull in progress.
@@ -30,7 +33,7 @@ pub(super) struct BuiltIn {
 }
 
 impl BuiltIn {
-    pub(super) fn new(
+    pub(crate) fn new(
         py: Python<'_>,
         stops: Option<&Bound<'_, PyAny>>,
         include_stop: IncludeStop,
@@ -43,7 +46,7 @@ impl BuiltIn {
 
     /// Feeds the `position`-th item: its output (`None` when empty). A decoding error owed
     /// after a stop (contract §9.9) goes to `defer`.
-    pub(super) fn feed<'py>(
+    pub(crate) fn feed<'py>(
         &self,
         py: Python<'py>,
         slot: &mut Slot,
@@ -104,7 +107,7 @@ impl BuiltIn {
     }
 
     /// The upstream is done: what the filter still holds (`None` when nothing).
-    pub(super) fn finish<'py>(
+    pub(crate) fn finish<'py>(
         &self,
         py: Python<'py>,
         slot: &mut Slot,
@@ -129,14 +132,65 @@ impl BuiltIn {
     /// Publishes the attributes after a change of state.
     #[allow(clippy::inline_always, reason = "after every fed chunk: a call otherwise (callgrind)")]
     #[inline(always)]
-    pub(super) fn publish(&self, slot: Option<&Filter>) {
+    pub(crate) fn publish(&self, slot: Option<&Filter>) {
         self.published.publish(slot);
     }
 
     /// The report last published ([`crate::Published::stop_report`]).
-    pub(super) fn stop_report(&self, detail: Detail) -> StopReport {
+    pub(crate) fn stop_report(&self, detail: Detail) -> StopReport {
         self.published.stop_report(self.stops.set(), self.include_stop, detail)
     }
+}
+
+/// What [`feed_exact`] did with a chunk.
+pub(crate) enum Fed<'py> {
+    /// It passes through whole, and the filter is as it was (open, nothing held).
+    Whole,
+    /// The filter refused it, and is as it was.
+    Refused,
+    /// Fed: the output (`None` when nothing is released), and the filter's status after.
+    Out(PyResult<Option<Bound<'py, PyAny>>>, Status),
+}
+
+/// One exact `str` (or, over bytes, `bytes`) chunk through the built-in filter, the step of
+/// `wrap`'s fast path and of `awrap`'s stage; `None` for any other item, or before the first,
+/// which the general path takes. A decoding error owed after a stop goes to `defer`.
+#[allow(
+    clippy::inline_always,
+    reason = "a call per chunk otherwise: 70 instructions of `awrap`'s 2,376 for a chunk that may start a stop (callgrind)"
+)]
+#[inline(always)]
+pub(crate) fn feed_exact<'py>(
+    py: Python<'py>,
+    f: &mut Filter,
+    item: &Bound<'py, PyAny>,
+    defer: impl FnOnce(PyErr),
+) -> Option<Fed<'py>> {
+    let mut stack = None;
+    let bytes_stream = f.is_bytes();
+    let bytes = if bytes_stream {
+        Cow::Borrowed(item.cast_exact::<PyBytes>().ok()?.as_bytes())
+    } else {
+        chunk_utf8(item.cast_exact::<PyString>().ok()?, &mut stack).ok()?
+    };
+    // An empty chunk is fed (it releases nothing) rather than handed on.
+    if !bytes.is_empty() && f.pass_whole(&bytes) {
+        return Some(Fed::Whole);
+    }
+    let Ok(fed) = f.feed(&bytes) else { return Some(Fed::Refused) };
+    let out = if fed.is_empty() {
+        Ok(None)
+    } else if fed.whole {
+        Ok(Some(item.clone()))
+    } else if bytes_stream {
+        Ok(Some(bytes_out(py, item, fed).into_any()))
+    } else {
+        joined_str(py, fed.head, fed.bytes).map(|s| Some(s.into_any()))
+    };
+    if let Some(e) = f.take_owed() {
+        defer(map_error(py, &e));
+    }
+    Some(Fed::Out(out, f.status()))
 }
 
 /// The state of `awrap`'s filter: the filter, and the decoding error owed after its stop.
@@ -150,7 +204,7 @@ fn defer(py: Python<'_>, owed: &mut Option<PyErr>, err: PyErr) {
 /// `awrap`'s stage: the built-in filter, fed by the async driver item by item (no Python call
 /// per item), with what `awrap`'s stream reports.
 #[pyclass(frozen, module = "stopstream._core", name = "_FilterStage")]
-pub(super) struct FilterStage {
+pub(crate) struct FilterStage {
     built: BuiltIn,
     state: TryLock<StageState>,
 }
@@ -168,7 +222,7 @@ impl FilterStage {
     /// nothing held), so nothing is published. Through the general step an item takes about
     /// 250 more instructions (callgrind).
     #[inline]
-    pub(super) fn push<'py>(
+    pub(crate) fn push<'py>(
         &self,
         py: Python<'py>,
         item: &Bound<'py, PyAny>,

@@ -1,15 +1,23 @@
-//! The one stage type both lifecycle drivers take (`stream.rs`, `astream.rs`): what turns
-//! pulled items into output. The native stages are fed by a Rust call, a Python stage through
-//! its protocol (`stopstream._lifecycle.Stage`: `push`, `closing`, `end`).
+//! The one stage type both lifecycle drivers take (`sync/`, `aio/`): what turns pulled items
+//! into output. The native stages are fed by a Rust call, a Python stage through its protocol
+//! (`stopstream._lifecycle.Stage`: `push`, `closing`, `end`).
+//!
+//! The native stages: `builtin` (the built-in filter, `awrap`'s `_FilterStage`, and the
+//! exact-chunk step `wrap`'s per-chunk path shares), `sse` (`SSEStage`, `stopstream.sse`'s)
+//! and `sdk` (`SdkStage`, the SDK adapters').
+
+mod builtin;
+mod sdk;
+mod sse;
+
+pub(super) use builtin::{feed_exact, BuiltIn, Fed, FilterStage, Slot};
+pub(super) use sdk::SdkStage;
+pub(super) use sse::SSEStage;
 
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 use pyo3::PyTraverseError;
-
-use super::builtin::FilterStage;
-use super::sdk::SdkStage;
-use super::sse::SSEStage;
 
 /// A driver's stage.
 pub(super) enum Stage {

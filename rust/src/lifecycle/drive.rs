@@ -9,7 +9,7 @@
 //! when it is not the iterator (an SDK stream), is the host's: a `close()` from another thread
 //! reaches it while a pull holds the driver.
 
-use crate::lifecycle::{Action, Lifecycle};
+use super::{Action, Lifecycle};
 
 /// What the sync driver needs done on its objects: `Obj` is an object (an item, an iterator),
 /// `Err` an error.

@@ -1,13 +1,11 @@
-//! Closing upstream objects: a sync stream's `close()` calls, an async stream's `aclose()`
-//! (else `close()`) started for its pull to await, and the socket shutdown that ends a read
-//! another thread is blocked in.
+//! Closing upstream objects: a sync stream's `close()` calls, and the socket shutdown that ends a
+//! read another thread is blocked in.
 
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::awaits::{await_iter, is_awaitable};
-use super::slots::optional_attr;
+use super::super::ffi::{is_awaitable, optional_attr};
 
 /// Calls `target.close()` where it has one. An async object given to a sync stream returns an
 /// awaitable that nothing here can await: it is closed instead, unrun.
@@ -61,23 +59,4 @@ pub(super) fn shut_down_connection(stream: &Bound<'_, PyAny>) {
         Err(err) => err.write_unraisable(py, None),
         Ok(()) => {}
     }
-}
-
-/// Starts closing `object` (its `aclose()`, else `close()`, awaited when it returns an
-/// awaitable, as the SDKs' async streams' `close()` does): the iterator to await, or `None`
-/// when the close is done already (or the object has no close).
-pub(super) fn start_one<'py>(object: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
-    let py = object.py();
-    let mut close =
-        optional_attr(object, pyo3::intern!(py, "aclose"))?.filter(PyAnyMethods::is_callable);
-    if close.is_none() {
-        close =
-            optional_attr(object, pyo3::intern!(py, "close"))?.filter(PyAnyMethods::is_callable);
-    }
-    let Some(close) = close else { return Ok(None) };
-    let result = close.call0()?;
-    if is_awaitable(&result)? {
-        return await_iter(result).map(Some);
-    }
-    Ok(None)
 }

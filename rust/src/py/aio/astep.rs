@@ -13,11 +13,11 @@ use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::PyTraverseError;
 
-use super::astream::{is_cancellation, report, start_close, AsyncDriver, DriverState};
+use super::super::ffi::{finalizing, sole_unfinalized};
+use super::super::lock::try_lock;
 use super::awaits::{anext, await_iter, made, send, throw_into, thrown, yielded, Sent};
 use super::close::start_one;
-use super::slots::sole_unfinalized;
-use super::try_lock;
+use super::{is_cancellation, report, start_close, AsyncDriver, DriverState};
 use crate::lock::{Guard, TryLock};
 use crate::pull::{self, CloseMode, Closer, Input, Misuse};
 
@@ -221,7 +221,7 @@ impl<'py> pull::Host for PullHost<'_, 'py> {
 /// stays tracked and finalizable. A finished awaitable refers to nothing, not even its driver:
 /// the spare makes no cycle, and a dropped stream is freed at once.
 #[pyclass(frozen, module = "stopstream._core")]
-pub(super) struct AsyncPullStep {
+pub(crate) struct AsyncPullStep {
     step: TryLock<Step>,
 }
 
@@ -379,7 +379,7 @@ impl AsyncPullStep {
     pub(super) fn finalize(slf: &Bound<'_, Self>) {
         let py = slf.py();
         let suspended = try_lock(py, &slf.get().step).is_some_and(|s| s.is_suspended());
-        if suspended && !super::slots::finalizing() {
+        if suspended && !finalizing() {
             if let Err(err) = Self::close(slf) {
                 err.write_unraisable(py, None);
             }

@@ -1,20 +1,18 @@
 //! Driving awaitables from native code by CPython's rules for `await`: what `await x` calls on
 //! `x` (`__await__`, a coroutine's own iterator, a `types.coroutine` generator), one `send` or
 //! `throw` into the iterator it drives, and a step's result handed back through the iterator
-//! protocol. The async driver's awaitable (`astream.rs`) is built from these.
+//! protocol. The async driver's awaitable (`astep.rs`) is built from these.
 
 use pyo3::exceptions::{PyBaseException, PyGeneratorExit, PyStopIteration, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use super::errors::type_name;
+use super::super::errors::type_name;
+use super::super::ffi::{is_coroutine, CO_ITERABLE_COROUTINE};
 
 /// What a driven awaitable did, over the bindings' objects.
 pub(super) type Sent<'py> = crate::pull::Sent<Bound<'py, PyAny>>;
-
-/// The flag `types.coroutine` sets on a generator's code (`inspect.CO_ITERABLE_COROUTINE`).
-const CO_ITERABLE_COROUTINE: i64 = 0x100;
 
 /// One `send` into an awaitable's iterator: `PyIter_Send`, which runs a coroutine through its
 /// `am_send` slot (no `StopIteration` is created for its return value) and anything else
@@ -85,18 +83,6 @@ pub(super) fn anext<'py>(iterator: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Py
     iterator.call_method0(pyo3::intern!(py, "__anext__"))
 }
 
-/// Whether `object` is a coroutine: its exact type (`PyCoro_CheckExact` in PyO3 also walks the
-/// MRO of every other type, an async generator's `asend` object per item).
-///
-/// # Safety
-///
-/// `object` is a live object.
-#[allow(unsafe_code)]
-unsafe fn is_coroutine(object: *mut ffi::PyObject) -> bool {
-    // SAFETY: the caller passes a live object; the type object is a static of CPython's.
-    unsafe { std::ptr::eq(ffi::Py_TYPE(object), &raw const ffi::PyCoro_Type) }
-}
-
 /// The iterator `await` drives for `awaitable` (CPython's rule): a coroutine itself, else what
 /// its `__await__()` returns (through the type's slot: an async generator's `asend` object
 /// returns itself, with no bound method made per item), else a generator made a coroutine by
@@ -165,30 +151,6 @@ pub(super) fn yielded(sent: Sent<'_>) -> PyResult<Bound<'_, PyAny>> {
         return Err(PyStopIteration::new_err((value.unbind(),)));
     }
     Err(PyStopIteration::new_err(value.unbind()))
-}
-
-/// Whether `object` can be awaited (`inspect.isawaitable`): a coroutine, an object whose type
-/// has `__await__`, or a generator made a coroutine by `types.coroutine`.
-pub(super) fn is_awaitable(object: &Bound<'_, PyAny>) -> PyResult<bool> {
-    // SAFETY: type and slot checks of a live object (not the limited API).
-    #[allow(unsafe_code)]
-    let (coroutine, awaits, generator) = unsafe {
-        let p = object.as_ptr();
-        let methods = (*ffi::Py_TYPE(p)).tp_as_async;
-        (
-            is_coroutine(p),
-            methods.as_ref().is_some_and(|m| m.am_await.is_some()),
-            ffi::PyGen_Check(p) != 0,
-        )
-    };
-    if coroutine || awaits {
-        return Ok(true);
-    }
-    if generator {
-        let flags: i64 = object.getattr("gi_code")?.getattr("co_flags")?.extract()?;
-        return Ok(flags & CO_ITERABLE_COROUTINE != 0);
-    }
-    Ok(false)
 }
 
 /// The exception `throw(typ, val, tb)` raises, by the rules of a generator's `throw`.

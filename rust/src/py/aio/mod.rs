@@ -1,5 +1,7 @@
 //! The native async driver of the stream lifecycle (contract §9): `AsyncDriver`, the base of
-//! `stopstream._lifecycle.AsyncPull`; its awaitable, `AsyncPullStep`, is in `astep.rs`.
+//! `stopstream._lifecycle.AsyncPull`; its awaitable, `AsyncPullStep`, is in `astep.rs`, the
+//! rules of `await` it follows in `awaits.rs`, an object's async close in `close.rs`, and the
+//! awaitable's slots in `slots.rs`.
 //!
 //! The rules are the core's [`Lifecycle`], which the sync driver (`drive.rs`) follows too: a pull
 //! (`pull.rs`) carries out its actions, awaiting where the sync driver calls. A Python `async def
@@ -22,6 +24,14 @@
 //! propagates at once, the close still completes (deferring its failure to the stream itself),
 //! and what the stop decided stays queued for later pulls.
 
+mod astep;
+mod awaits;
+mod close;
+mod slots;
+
+pub(super) use astep::AsyncPullStep;
+pub(super) use slots::install;
+
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
@@ -33,10 +43,9 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple};
 use pyo3::PyTraverseError;
 
-use super::astep::AsyncPullStep;
-use super::awaits::await_iter;
-use super::stage::{Out, Stage};
-use super::{lock, try_lock};
+use self::awaits::await_iter;
+use super::lock::{lock, try_lock};
+use super::stages::{Out, Stage};
 use crate::lock::{Guard, TryLock};
 use crate::pull::{CloseMode, Upstream};
 

@@ -17,7 +17,7 @@
 use std::collections::VecDeque;
 use std::ops::DerefMut;
 
-use crate::lifecycle::{Action, Close, Lifecycle};
+use super::{Action, Close, Lifecycle};
 
 /// What is sent into an awaitable.
 #[derive(Debug)]

@@ -25,10 +25,10 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyInt, PyList, PyString};
 use pyo3::{intern, PyTraverseError};
 
-use super::convert::{chunk_utf8, make_str};
-use super::filters::StopFilter;
-use super::lock;
-use super::stage::{Out, Pushed};
+use super::super::convert::{chunk_utf8, make_str};
+use super::super::filters::StopFilter;
+use super::super::lock::lock;
+use super::{Out, Pushed};
 
 /// The SDK whose events the stage reads.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -41,7 +41,7 @@ enum Sdk {
 
 /// The stage: see the module docstring.
 #[pyclass(frozen, module = "stopstream._core", name = "_SDKStage")]
-pub(super) struct SdkStage {
+pub(crate) struct SdkStage {
     sdk: Sdk,
     /// The Python driver: `push(item) -> list`, `end() -> list`, `closing`.
     driver: Py<PyAny>,

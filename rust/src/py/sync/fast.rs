@@ -1,17 +1,15 @@
-//! The per-chunk path of `wrap` (`StopStream.__next__` over the built-in filter) and of
-//! `awrap`'s filter stage: pull (`wrap`), scan, and hand back the chunk itself or the part
-//! released, with the least bookkeeping.
+//! The per-chunk path of `wrap` (`StopStream.__next__` over the built-in filter): pull, scan
+//! (the built-in stage's exact-chunk step, `feed_exact`, which `awrap`'s stage takes too), and
+//! hand back the chunk itself or the part released, with the least bookkeeping.
 
-use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyString};
 
-use super::convert::{bytes_out, chunk_utf8, joined_str};
-use super::errors::map_error;
-use super::stream::{Mode, StreamState, SyncDriver};
-use crate::{Action, Filter, Status};
+use super::super::ffi::pull;
+use super::super::stages::{feed_exact, Fed};
+use super::{Mode, StreamState, SyncDriver};
+use crate::{Action, Status};
 
 impl SyncDriver {
     /// The per-chunk path of `wrap` over exact `str` or `bytes` chunks, the one a token stream
@@ -90,57 +88,6 @@ impl SyncDriver {
     }
 }
 
-/// What [`feed_exact`] did with a chunk.
-pub(super) enum Fed<'py> {
-    /// It passes through whole, and the filter is as it was (open, nothing held).
-    Whole,
-    /// The filter refused it, and is as it was.
-    Refused,
-    /// Fed: the output (`None` when nothing is released), and the filter's status after.
-    Out(PyResult<Option<Bound<'py, PyAny>>>, Status),
-}
-
-/// One exact `str` (or, over bytes, `bytes`) chunk through the built-in filter, the step of
-/// `wrap`'s fast path and of `awrap`'s stage; `None` for any other item, or before the first,
-/// which the general path takes. A decoding error owed after a stop goes to `defer`.
-#[allow(
-    clippy::inline_always,
-    reason = "a call per chunk otherwise: 70 instructions of `awrap`'s 2,376 for a chunk that may start a stop (callgrind)"
-)]
-#[inline(always)]
-pub(super) fn feed_exact<'py>(
-    py: Python<'py>,
-    f: &mut Filter,
-    item: &Bound<'py, PyAny>,
-    defer: impl FnOnce(PyErr),
-) -> Option<Fed<'py>> {
-    let mut stack = None;
-    let bytes_stream = f.is_bytes();
-    let bytes = if bytes_stream {
-        Cow::Borrowed(item.cast_exact::<PyBytes>().ok()?.as_bytes())
-    } else {
-        chunk_utf8(item.cast_exact::<PyString>().ok()?, &mut stack).ok()?
-    };
-    // An empty chunk is fed (it releases nothing) rather than handed on.
-    if !bytes.is_empty() && f.pass_whole(&bytes) {
-        return Some(Fed::Whole);
-    }
-    let Ok(fed) = f.feed(&bytes) else { return Some(Fed::Refused) };
-    let out = if fed.is_empty() {
-        Ok(None)
-    } else if fed.whole {
-        Ok(Some(item.clone()))
-    } else if bytes_stream {
-        Ok(Some(bytes_out(py, item, fed).into_any()))
-    } else {
-        joined_str(py, fed.head, fed.bytes).map(|s| Some(s.into_any()))
-    };
-    if let Some(e) = f.take_owed() {
-        defer(map_error(py, &e));
-    }
-    Some(Fed::Out(out, f.status()))
-}
-
 /// What a pull from the upstream gave: an item, its end (`None`), or its error.
 struct Pulled<'py>(Option<PyResult<Bound<'py, PyAny>>>);
 
@@ -152,36 +99,4 @@ enum Fast<'py> {
     Then(Action<Py<PyAny>, PyErr>),
     /// With something pulled that the general path takes from here.
     Pulled(Pulled<'py>),
-}
-
-/// The next item of the upstream (an iterator), without the reference count round trip of
-/// `Bound::next`.
-#[allow(clippy::inline_always, reason = "a call per chunk on the fast path otherwise")]
-#[inline(always)]
-pub(super) fn pull<'py>(
-    py: Python<'py>,
-    upstream: &Py<PyAny>,
-) -> Option<PyResult<Bound<'py, PyAny>>> {
-    // SAFETY: `upstream` is an iterator (checked when the stream was made) and the thread is
-    // attached; `PyIter_Next` returns a new reference or NULL, with an exception set on error.
-    #[allow(unsafe_code)]
-    unsafe {
-        let it = upstream.as_ptr();
-        #[cfg(not(any(Py_LIMITED_API, PyPy, GraalPy)))]
-        let raw = match (*pyo3::ffi::Py_TYPE(it)).tp_iternext {
-            // The slot itself: an exhausted iterator may return NULL without setting
-            // StopIteration, which `PyErr::take` below then finds as no error.
-            Some(next) => next(it),
-            None => pyo3::ffi::PyIter_Next(it),
-        };
-        #[cfg(any(Py_LIMITED_API, PyPy, GraalPy))]
-        let raw = pyo3::ffi::PyIter_Next(it);
-        if raw.is_null() {
-            return match PyErr::take(py) {
-                Some(err) if err.is_instance_of::<pyo3::exceptions::PyStopIteration>(py) => None,
-                other => other.map(Err),
-            };
-        }
-        Some(Ok(Bound::from_owned_ptr(py, raw)))
-    }
 }

@@ -18,10 +18,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use pyo3::PyTraverseError;
 
-use super::convert::chunk_bytes;
-use super::errors::wrong_type;
-use super::filters::StopFilter;
-use super::{lock, try_lock};
+use super::super::convert::chunk_bytes;
+use super::super::errors::wrong_type;
+use super::super::filters::StopFilter;
+use super::super::lock::{lock, try_lock};
 use crate::lock::TryLock;
 use crate::sse::{Common, Filters, Handled, Open, Provider, Unseen};
 use crate::Saved;
@@ -66,7 +66,7 @@ struct StageState {
 
 /// The SSE stage: see the module docstring.
 #[pyclass(frozen, module = "stopstream._core", name = "_SSEStage")]
-pub(super) struct SSEStage {
+pub(crate) struct SSEStage {
     state: TryLock<StageState>,
     /// The Python side's `slow(event, eol, seen) -> bytes`: an event not handled here (`seen`:
     /// see [`SSEStage::seen`]).
