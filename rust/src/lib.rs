@@ -63,10 +63,8 @@ mod compiled;
 mod decoder;
 mod error;
 mod filter;
-mod lifecycle;
 mod matcher;
 mod prefilter;
-mod published;
 mod regex;
 mod region;
 pub mod sse;
@@ -75,27 +73,36 @@ mod stream;
 mod tokens;
 mod utf8;
 
+// The bindings' own parts of the core: the token batch path, the lifecycle policy and its
+// drivers, the published (pulled) stream, the try-lock and the recent-values ring. Built only with the bindings (and
+// for the crate's tests), so that the engine's API is all there is otherwise.
+#[cfg(any(feature = "python", test))]
+mod batch;
+#[cfg(feature = "python")]
+mod host;
+#[cfg(any(feature = "python", test))]
+mod lifecycle;
 #[cfg(any(feature = "python", test))]
 mod lock;
+#[cfg(any(feature = "python", test))]
+mod published;
 #[cfg(feature = "python")]
 mod py;
 #[cfg(any(feature = "python", test))]
 mod recent;
 
-pub use crate::automaton::{Hit, Step};
-pub use crate::byteset::{byte_set, HEAD};
 pub use crate::compiled::{CompiledStops, Fired};
 pub use crate::decoder::{TokenDecoder, TokenizerJson};
 pub use crate::error::{DecodeError, Error};
-pub use crate::filter::{
-    pack_tail, unpack_tail, Detail, Filter, Output, Report, Saved, StopReport,
-};
-pub use crate::lifecycle::{drive, pull, Action, Close, Closed, Lifecycle};
+pub use crate::filter::{Detail, Filter, Output, Report, StopReport};
 pub use crate::matcher::{regex_max_len, MatchStream, Matcher, StopKind, StopSpec};
-pub use crate::published::Published;
 pub use crate::stopset::StopSet;
 pub use crate::stream::{ByteOut, ByteStream, Emit, Status, TextMatcher, TextStream};
-pub use crate::tokens::{
-    feed_batch, AnyTokenStream, BatchEntry, Fed, Token, TokenMatcher, TokenStream, Vocab,
-};
-pub use crate::utf8::encode_code_points;
+pub use crate::tokens::{Fed, Token, TokenMatcher, TokenStream, Vocab};
+
+/// The literal automaton's raw step, for callers that walk a [`StopSet`] themselves with
+/// [`StopSet::scan`] (the comparison against `aho-corasick` in `rust/examples/automaton.rs`).
+/// Plumbing: the streams ([`TextStream`], [`ByteStream`]) do this walk for you.
+pub mod raw {
+    pub use crate::automaton::{Hit, Step};
+}

@@ -337,7 +337,7 @@ impl ByteStream<TextStream> {
     /// is `bytes`, as far as that set can prove it (`false` says "look at the bytes").
     #[allow(clippy::inline_always, reason = "as `feed_chars`")]
     #[inline(always)]
-    pub fn passes_set(&self, set: &StopSet, bytes: [u64; 2]) -> bool {
+    pub(crate) fn passes_set(&self, set: &StopSet, bytes: [u64; 2]) -> bool {
         let first = set.automaton().first_bytes();
         self.tail_len == 0
             && self.text.sid == Automaton::START
@@ -350,7 +350,7 @@ impl ByteStream<TextStream> {
     /// of whole, valid characters whose first bytes are `head` (padded with any bytes).
     #[allow(clippy::inline_always, reason = "as `feed_chars`")]
     #[inline(always)]
-    pub fn passes_token(
+    pub(crate) fn passes_token(
         &self,
         set: &StopSet,
         input: &[u8],
