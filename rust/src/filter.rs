@@ -156,6 +156,19 @@ enum Kind {
 
 /// A stream over a [`CompiledStops`]: decoded text (whole characters per chunk) or raw UTF-8
 /// bytes (split anywhere, decoded with CPython's `strict` or `replace` rules).
+///
+/// ```
+/// use stopstream::{CompiledStops, Filter};
+///
+/// let stops = CompiledStops::literal(&["é!"]).unwrap();
+/// // Raw bytes split inside a character: the filter carries the incomplete one.
+/// let mut filter = Filter::new(&stops, true, false, false);
+/// assert_eq!(filter.feed(b"caf\xc3").unwrap().bytes, b"caf");
+/// // "é" may start the stop: held back until the next character shows it does not.
+/// assert_eq!(filter.feed(b"\xa9").unwrap().bytes, b"");
+/// assert_eq!(filter.pending(), "é".as_bytes());
+/// assert_eq!(filter.feed(b".").unwrap().bytes, "é.".as_bytes());
+/// ```
 #[derive(Clone, Debug)]
 pub struct Filter {
     kind: Kind,

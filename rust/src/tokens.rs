@@ -46,6 +46,16 @@ use crate::utf8::{self, Head};
 /// Ids may be unassigned (tiktoken's vocabularies have holes): feeding one is an error, as is an
 /// id past the end. Special tokens (end of text, chat-template markers) contribute no text, as
 /// when a tokenizer decodes with special tokens skipped.
+///
+/// ```
+/// use stopstream::{Token, Vocab};
+///
+/// // `None` leaves an id unassigned (tiktoken's vocabularies have holes).
+/// let vocab = Vocab::new([Some(&b"a"[..]), None, Some(&b"<|end|>"[..])], &[2]).unwrap();
+/// assert_eq!(vocab.get(0), Some(Token::Text(b"a")));
+/// assert_eq!(vocab.get(1), None);
+/// assert_eq!(vocab.get(2), Some(Token::Special));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Vocab {
     text: Vec<u8>,
@@ -352,6 +362,23 @@ impl TokenMatcher for MatchStream {
 /// Stop matching over a stream of token ids, reporting how many input tokens each call
 /// releases (see the module documentation for the rule). `T` is the matcher the decoded text
 /// runs through ([`TokenMatcher`]); every method takes that matcher's compiled list as `set`.
+///
+/// ```
+/// use stopstream::{Status, StopSet, TokenStream, Vocab};
+///
+/// // Ids 0 to 2 have text; id 3 is a special token (no text).
+/// let vocab = Vocab::new([Some("Hi"), Some(" </"), Some("stop>"), None], &[3]).unwrap();
+/// let set = StopSet::new(["</stop>"]).unwrap();
+/// let mut stream = TokenStream::new(&vocab, false, false, &[]).unwrap();
+/// let mut out = Vec::new();
+/// // "</" may start the stop: it is held, and so is the token it ends (only "Hi" is released).
+/// assert_eq!(stream.feed(&vocab, &set, &[0, 1], &mut out).unwrap(), 1);
+/// assert_eq!(out, b"Hi ");
+/// // The stop fires: nothing more is emitted.
+/// stream.feed(&vocab, &set, &[2], &mut out).unwrap();
+/// assert_eq!(out, b"Hi ");
+/// assert_eq!(stream.status(), Status::Stopped(0));
+/// ```
 #[derive(Clone, Debug)]
 pub struct TokenStream<T = TextStream> {
     bytes: ByteStream<T>,
