@@ -15,7 +15,8 @@ use std::time::Instant;
 use aho_corasick::automaton::Automaton as _;
 use aho_corasick::automaton::StateID;
 use aho_corasick::{dfa::DFA, Anchored, MatchKind};
-use stopstream::{Step, StopSet};
+use stopstream::raw::Step;
+use stopstream::StopSet;
 
 fn main() {
     let text = if let Some(path) = std::env::args().nth(1) {

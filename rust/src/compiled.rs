@@ -13,6 +13,22 @@ use crate::stopset::StopSet;
 pub type Fired = (usize, Option<Vec<u8>>);
 
 /// A compiled stop list of either kind, shared by reference count.
+///
+/// ```
+/// use stopstream::{CompiledStops, StopKind, StopSpec};
+///
+/// // A regex stop, and a literal one whose own text stays in the output.
+/// let specs = [
+///     StopSpec { kind: StopKind::Regex(r"User:\s", None), include: false },
+///     StopSpec { kind: StopKind::Literal(b"<|end|>"), include: true },
+/// ];
+/// let stops = CompiledStops::composed(&specs, None, &[]).unwrap();
+/// assert!(stops.is_composed());
+/// // A whole text cut at once: the same answer as streaming it.
+/// let (cut, fired) = stops.truncate(b"done<|end|> more", false);
+/// assert_eq!(cut, 11);
+/// assert_eq!(fired, Some((1, Some(b"<|end|>".to_vec()))));
+/// ```
 #[derive(Clone, Debug)]
 pub enum CompiledStops {
     /// Plain strings: the literal automaton.

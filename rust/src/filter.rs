@@ -37,9 +37,8 @@ impl Output<'_> {
 
 /// What a filter or stream tells of its stop: what its `stopped`, `stop_index`, `stop_reason`,
 /// `stop_sequence` and `pending` attributes read. The push filters ([`Filter::stop_report`]),
-/// the pulled streams ([`crate::Published::stop_report`]) and the token filter
-/// ([`crate::AnyTokenStream::stop_report`]) each give one, so the bindings read the attributes
-/// one way.
+/// and the bindings' pulled streams and token filter, each give one, so the bindings read the
+/// attributes one way.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StopReport {
     /// Where the stream stands (open before it started).
@@ -140,25 +139,10 @@ impl Report {
     }
 }
 
-/// The incomplete character a bytes stream carries ([`Filter::tail`]), packed in a word:
-/// its length in the low byte, then its bytes.
-pub fn pack_tail(tail: &[u8]) -> u32 {
-    let mut word = tail.len() as u32;
-    for (i, &byte) in tail.iter().take(3).enumerate() {
-        word |= u32::from(byte) << (8 * (i + 1));
-    }
-    word
-}
-
-/// The bytes [`pack_tail`] packed.
-pub fn unpack_tail(word: u32) -> ([u8; 3], usize) {
-    let b = word.to_le_bytes();
-    ([b[1], b[2], b[3]], (b[0] as usize).min(3))
-}
-
+#[cfg(any(feature = "python", test))]
 /// A literal text stream's state, saved by [`Filter::feed_unless_stop`] for [`Filter::restore`].
 #[derive(Clone, Copy, Debug)]
-pub struct Saved(TextStream);
+pub(crate) struct Saved(TextStream);
 
 #[derive(Clone, Debug)]
 enum Kind {
@@ -172,6 +156,19 @@ enum Kind {
 
 /// A stream over a [`CompiledStops`]: decoded text (whole characters per chunk) or raw UTF-8
 /// bytes (split anywhere, decoded with CPython's `strict` or `replace` rules).
+///
+/// ```
+/// use stopstream::{CompiledStops, Filter};
+///
+/// let stops = CompiledStops::literal(&["é!"]).unwrap();
+/// // Raw bytes split inside a character: the filter carries the incomplete one.
+/// let mut filter = Filter::new(&stops, true, false, false);
+/// assert_eq!(filter.feed(b"caf\xc3").unwrap().bytes, b"caf");
+/// // "é" may start the stop: held back until the next character shows it does not.
+/// assert_eq!(filter.feed(b"\xa9").unwrap().bytes, b"");
+/// assert_eq!(filter.pending(), "é".as_bytes());
+/// assert_eq!(filter.feed(b".").unwrap().bytes, "é.".as_bytes());
+/// ```
 #[derive(Clone, Debug)]
 pub struct Filter {
     kind: Kind,
@@ -419,13 +416,14 @@ impl Filter {
         self.owed.take().map(|owed| *owed)
     }
 
+    #[cfg(any(feature = "python", test))]
     /// [`Filter::feed`] of a literal text stream when it fires no stop: appends the output to
     /// `out` and returns the state from before, for [`Filter::restore`]. `None`, with nothing
     /// changed, when the text would fire a stop or fail, or the stream is not a literal text
     /// stream: the caller then takes the path that handles every case. The adapters' common
     /// event (a text delta that fires no stop, of one of several streams of one event, all fed
     /// or none).
-    pub fn feed_unless_stop(&mut self, input: &[u8], out: &mut Vec<u8>) -> Option<Saved> {
+    pub(crate) fn feed_unless_stop(&mut self, input: &[u8], out: &mut Vec<u8>) -> Option<Saved> {
         let Kind::Text(s, t) = &mut self.kind else { return None };
         let before = *t;
         match t.feed(s, input) {
@@ -441,8 +439,9 @@ impl Filter {
         }
     }
 
+    #[cfg(any(feature = "python", test))]
     /// Puts back a state saved by [`Filter::feed_unless_stop`].
-    pub fn restore(&mut self, saved: Saved) {
+    pub(crate) fn restore(&mut self, saved: Saved) {
         if let Kind::Text(_, t) = &mut self.kind {
             *t = saved.0;
         }
@@ -559,7 +558,6 @@ mod tests {
                 assert_eq!(Report::unpack(report.pack()), report);
             }
         }
-        assert_eq!(unpack_tail(pack_tail(b"\xe2\x82")), ([0xe2, 0x82, 0], 2));
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! Stop sequences for streaming text: exact, incremental, with minimal holdback.
 //!
-//! Text arrives in chunks. A [`StopSet`] (the compiled stop list, immutable and shared) and a
-//! small per-stream state ([`TextStream`] for decoded text, [`ByteStream`] for raw UTF-8 bytes)
-//! decide after every chunk how much of the text is certain to be output:
+//! Text arrives in chunks. A compiled stop list ([`CompiledStops`], immutable and shared) and
+//! a small per-stream state ([`Filter`]) decide after every chunk how much of the text is
+//! certain to be output:
 //!
 //! * the stop that fires is the one ending earliest in the text; among stops ending at the same
 //!   place the longest wins, then the first listed;
@@ -12,27 +12,39 @@
 //!
 //! The answer never depends on how the text was split into chunks.
 //!
-//! Serving engines hold token ids rather than text: a [`Vocab`] and a [`TokenStream`] decode
-//! ids and match in one pass (over a [`ByteStream`], with either matcher: literal stops or the
-//! composed [`Matcher`]), and report how many input tokens the emitted text covers, so that
-//! text, ids and logprobs stay aligned. A [`TokenDecoder`] reads the per-token bytes of a
-//! Hugging Face `tokenizers` vocabulary from the tokenizer's own JSON.
-//!
 //! ```
-//! use stopstream::{StopSet, TextStream, Status};
+//! use stopstream::{CompiledStops, Filter, Status};
 //!
-//! let set = StopSet::new(["</answer>"]).unwrap();
-//! let mut stream = TextStream::new(false);
+//! // Compiled once and cached: a gateway builds a filter per request from the same list.
+//! let stops = CompiledStops::literal(&["</answer>"]).unwrap();
+//! // Decoded text (not bytes), the stop itself left out, strict decoding.
+//! let mut filter = Filter::new(&stops, false, false, false);
 //! let mut out = Vec::new();
 //! for chunk in ["Hello </ans", "wer> tail"] {
-//!     let held = stream.held(&set);
-//!     let emit = stream.feed(&set, chunk.as_bytes()).unwrap();
-//!     out.extend_from_slice(&held[..emit.from_held]);
-//!     out.extend_from_slice(&chunk.as_bytes()[..emit.from_input]);
+//!     let emit = filter.feed(chunk.as_bytes()).unwrap();
+//!     // `head` is held text released by this chunk, `bytes` the rest of the output.
+//!     out.extend_from_slice(emit.head);
+//!     out.extend_from_slice(emit.bytes);
 //! }
+//! out.extend_from_slice(filter.finish().unwrap());
 //! assert_eq!(out, b"Hello ");
-//! assert_eq!(stream.status(), Status::Stopped(0));
+//! assert_eq!(filter.status(), Status::Stopped(0));
 //! ```
+//!
+//! The pieces:
+//!
+//! * [`CompiledStops`] is either kind of list: plain strings ([`CompiledStops::literal`], the
+//!   literal automaton, [`StopSet`]) or stops with their own include flags, regex stops and
+//!   skip regions ([`CompiledStops::composed`], the [`Matcher`] built from [`StopSpec`]s).
+//! * [`Filter`] is the one stream type over either kind, for decoded text or raw UTF-8 bytes
+//!   split anywhere. Under it are the per-kind streams, usable on their own: [`TextStream`]
+//!   and [`ByteStream`] over a [`StopSet`], [`MatchStream`] over a [`Matcher`].
+//! * Serving engines hold token ids rather than text: a [`Vocab`] and a [`TokenStream`] decode
+//!   ids and match in one pass, and report how many input tokens the emitted text covers, so
+//!   that text, ids and logprobs stay aligned. A [`TokenDecoder`] reads the per-token bytes of
+//!   a Hugging Face `tokenizers` vocabulary from the tokenizer's own JSON.
+//! * [`sse`] parses Server-Sent Events bodies and finds and splices the text of provider
+//!   events.
 //!
 //! # Performance choices
 //!
@@ -63,10 +75,8 @@ mod compiled;
 mod decoder;
 mod error;
 mod filter;
-mod lifecycle;
 mod matcher;
 mod prefilter;
-mod published;
 mod regex;
 mod region;
 pub mod sse;
@@ -75,27 +85,36 @@ mod stream;
 mod tokens;
 mod utf8;
 
+// The bindings' own parts of the core: the token batch path, the lifecycle policy and its
+// drivers, the published (pulled) stream, the try-lock and the recent-values ring. Built only with the bindings (and
+// for the crate's tests), so that the engine's API is all there is otherwise.
+#[cfg(any(feature = "python", test))]
+mod batch;
+#[cfg(feature = "python")]
+mod host;
+#[cfg(any(feature = "python", test))]
+mod lifecycle;
 #[cfg(any(feature = "python", test))]
 mod lock;
+#[cfg(any(feature = "python", test))]
+mod published;
 #[cfg(feature = "python")]
 mod py;
 #[cfg(any(feature = "python", test))]
 mod recent;
 
-pub use crate::automaton::{Hit, Step};
-pub use crate::byteset::{byte_set, HEAD};
 pub use crate::compiled::{CompiledStops, Fired};
 pub use crate::decoder::{TokenDecoder, TokenizerJson};
 pub use crate::error::{DecodeError, Error};
-pub use crate::filter::{
-    pack_tail, unpack_tail, Detail, Filter, Output, Report, Saved, StopReport,
-};
-pub use crate::lifecycle::{drive, pull, Action, Close, Closed, Lifecycle};
+pub use crate::filter::{Detail, Filter, Output, Report, StopReport};
 pub use crate::matcher::{regex_max_len, MatchStream, Matcher, StopKind, StopSpec};
-pub use crate::published::Published;
 pub use crate::stopset::StopSet;
 pub use crate::stream::{ByteOut, ByteStream, Emit, Status, TextMatcher, TextStream};
-pub use crate::tokens::{
-    feed_batch, AnyTokenStream, BatchEntry, Fed, Token, TokenMatcher, TokenStream, Vocab,
-};
-pub use crate::utf8::encode_code_points;
+pub use crate::tokens::{Fed, Token, TokenMatcher, TokenStream, Vocab};
+
+/// The literal automaton's raw step, for callers that walk a [`StopSet`] themselves with
+/// [`StopSet::scan`] (the comparison against `aho-corasick` in `rust/examples/automaton.rs`).
+/// Plumbing: the streams ([`TextStream`], [`ByteStream`]) do this walk for you.
+pub mod raw {
+    pub use crate::automaton::{Hit, Step};
+}

@@ -53,6 +53,15 @@ pub enum StopKind<'a> {
 }
 
 /// A stop with its include flag (already resolved against the filter's `include_stop`).
+///
+/// ```
+/// use stopstream::{StopKind, StopSpec};
+///
+/// // The filter's `include_stop` is already applied: each stop carries its own flag.
+/// let keep = StopSpec { kind: StopKind::Literal(b"<|end|>"), include: true };
+/// let cut = StopSpec { kind: StopKind::Regex(r"\n\nUser:", None), include: false };
+/// assert_ne!(keep, cut);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StopSpec<'a> {
     /// What the stop matches.
@@ -83,6 +92,23 @@ enum Hold {
 
 /// A compiled stop list with include flags and skip regions. Immutable; shared by any number
 /// of streams.
+///
+/// ```
+/// use stopstream::{ByteOut, MatchStream, Matcher, StopKind, StopSpec};
+///
+/// let specs = [StopSpec { kind: StopKind::Regex(r"</answer\s*>", None), include: false }];
+/// // No stop fires between `<think>` and `</think>`.
+/// let m = Matcher::new(&specs, None, &[(b"<think>", b"</think>")]).unwrap();
+/// let mut stream = MatchStream::new(&m);
+/// let mut out = Vec::new();
+/// for chunk in ["<think></answer></think>ok</answer ", ">rest"] {
+///     // `Input`: the output is the chunk itself, not copied into `out`.
+///     if stream.feed(&m, chunk.as_bytes(), &mut out).unwrap() == ByteOut::Input {
+///         out.extend_from_slice(chunk.as_bytes());
+///     }
+/// }
+/// assert_eq!(out, b"<think></answer></think>ok");
+/// ```
 #[derive(Debug)]
 pub struct Matcher {
     kinds: Vec<Kind>,

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-use crate::filter::{pack_tail, unpack_tail, Detail, Filter, Report, StopReport};
+use crate::filter::{Detail, Filter, Report, StopReport};
 use crate::stopset::StopSet;
 use crate::stream::Status;
 
@@ -135,9 +135,25 @@ impl Published {
     }
 }
 
+/// The incomplete character a bytes stream carries ([`Filter::tail`]), packed in a word:
+/// its length in the low byte, then its bytes.
+pub(crate) fn pack_tail(tail: &[u8]) -> u32 {
+    let mut word = tail.len() as u32;
+    for (i, &byte) in tail.iter().take(3).enumerate() {
+        word |= u32::from(byte) << (8 * (i + 1));
+    }
+    word
+}
+
+/// The bytes [`pack_tail`] packed.
+pub(crate) fn unpack_tail(word: u32) -> ([u8; 3], usize) {
+    let b = word.to_le_bytes();
+    ([b[1], b[2], b[3]], (b[0] as usize).min(3))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::Published;
+    use super::{pack_tail, unpack_tail, Published};
     use crate::{CompiledStops, Detail, Filter, Status, StopKind, StopReport, StopSpec};
 
     #[test]
@@ -154,6 +170,12 @@ mod tests {
         f.feed(b"\xa9OP").unwrap();
         p.publish(Some(&f));
         assert!(p.pending(set, false).1.is_empty());
+    }
+
+    #[test]
+    fn a_tail_survives_its_word() {
+        assert_eq!(unpack_tail(pack_tail(b"\xe2\x82")), ([0xe2, 0x82, 0], 2));
+        assert_eq!(unpack_tail(pack_tail(b"")), ([0, 0, 0], 0));
     }
 
     /// A filter's report and the one its publication gives agree at every step: open with

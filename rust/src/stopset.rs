@@ -7,6 +7,23 @@ use crate::error::Error;
 
 /// A compiled stop list. Immutable: one instance serves any number of streams on any number of
 /// threads.
+///
+/// ```
+/// use stopstream::{Status, StopSet, TextStream};
+///
+/// let set = StopSet::new(["</answer>", "\n\nUser:"]).unwrap();
+/// // The stream is a state id and a status: held text is read out of the stop list.
+/// let mut stream = TextStream::new(false);
+/// let mut out = Vec::new();
+/// for chunk in ["Hello </ans", "wer> tail"] {
+///     let held = stream.held(&set);
+///     let emit = stream.feed(&set, chunk.as_bytes()).unwrap();
+///     out.extend_from_slice(&held[..emit.from_held]);
+///     out.extend_from_slice(&chunk.as_bytes()[..emit.from_input]);
+/// }
+/// assert_eq!(out, b"Hello ");
+/// assert_eq!(stream.status(), Status::Stopped(0));
+/// ```
 #[derive(Debug)]
 pub struct StopSet {
     automaton: Automaton,

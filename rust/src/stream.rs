@@ -293,6 +293,19 @@ impl TextMatcher for TextStream {
 
 /// Stop matching over raw UTF-8 bytes split anywhere, with CPython's `strict` or `replace`
 /// decoding. Only whole, valid characters are ever emitted.
+///
+/// ```
+/// use stopstream::{ByteOut, ByteStream, StopSet};
+///
+/// let set = StopSet::new(["\n\nUser:"]).unwrap();
+/// let mut stream = ByteStream::new(false, true);
+/// let mut out = Vec::new();
+/// // A chunk of whole characters that cannot start a stop passes through uncopied.
+/// assert_eq!(stream.feed(&set, b"caf\xc3\xa9", &mut out).unwrap(), ByteOut::Input);
+/// // An invalid byte under `replace` becomes U+FFFD; the incomplete last one is carried.
+/// assert_eq!(stream.feed(&set, b"\xff \xe2\x82", &mut out).unwrap(), ByteOut::Buffer);
+/// assert_eq!(out, "\u{FFFD} ".as_bytes());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ByteStream<T = TextStream> {
     text: T,
@@ -337,7 +350,7 @@ impl ByteStream<TextStream> {
     /// is `bytes`, as far as that set can prove it (`false` says "look at the bytes").
     #[allow(clippy::inline_always, reason = "as `feed_chars`")]
     #[inline(always)]
-    pub fn passes_set(&self, set: &StopSet, bytes: [u64; 2]) -> bool {
+    pub(crate) fn passes_set(&self, set: &StopSet, bytes: [u64; 2]) -> bool {
         let first = set.automaton().first_bytes();
         self.tail_len == 0
             && self.text.sid == Automaton::START
@@ -350,7 +363,7 @@ impl ByteStream<TextStream> {
     /// of whole, valid characters whose first bytes are `head` (padded with any bytes).
     #[allow(clippy::inline_always, reason = "as `feed_chars`")]
     #[inline(always)]
-    pub fn passes_token(
+    pub(crate) fn passes_token(
         &self,
         set: &StopSet,
         input: &[u8],

@@ -132,12 +132,16 @@ pub(crate) fn char_len(lead: u8) -> usize {
     }
 }
 
+#[cfg(any(feature = "python", test))]
 /// Encodes code points (a Python `str`'s Latin-1, UCS-2 or UCS-4 storage) as UTF-8 into `out`,
 /// lone surrogates as three bytes like CPython's `surrogatepass`. Returns the length written,
 /// or `None` when `out` might be too small (it must hold 4 bytes per code point; the caller
 /// then falls back to a heap buffer).
 #[inline]
-pub fn encode_code_points<T: Copy + Into<u32>>(units: &[T], out: &mut [u8]) -> Option<usize> {
+pub(crate) fn encode_code_points<T: Copy + Into<u32>>(
+    units: &[T],
+    out: &mut [u8],
+) -> Option<usize> {
     if units.len().checked_mul(4)? > out.len() {
         return None;
     }

@@ -1,5 +1,5 @@
 //! One `__next__` of the sync lifecycle driver: the [`Lifecycle`]'s actions carried out by
-//! calling, where the async driver ([`crate::pull`]) awaits.
+//! calling, where the async driver ([`super::pull`]) awaits.
 //!
 //! A [`Driver`] holds what the stream's pulls share (the upstream iterator, the next item's
 //! position, the lifecycle's state); what it cannot do itself (pull from the iterator, feed
@@ -164,6 +164,9 @@ impl<O, E> Driver<O, E> {
 
     /// One pull told to the lifecycle: what `pulled` holds (what a caller's own pull gave), or
     /// else a pull from the iterator.
+    // Three cases, each with its meaning: no pull given (`None`), the caller's pull ran out
+    // (`Some(None)`), or it gave an item or an error.
+    #[allow(clippy::option_option)]
     pub fn pulled<H: Host<Obj = O, Err = E>>(
         &mut self,
         host: &mut H,

@@ -20,7 +20,10 @@
 //!
 //! The drivers' parts that need no Python are here too, each over a host that carries out the
 //! I/O: [`drive`], the sync driver's pull (calling), and [`pull`], the async driver's (awaiting).
-//! The crate exports both as `stopstream::drive` and `stopstream::pull`.
+//! Built only with the bindings (and for its tests), which reach it through `crate::host`.
+
+// Without the bindings this is built only for its own tests, which leave parts of it unused.
+#![cfg_attr(not(feature = "python"), allow(dead_code))]
 
 pub mod drive;
 pub mod pull;
@@ -119,7 +122,8 @@ impl<T, E> Lifecycle<T, E> {
         Self::default()
     }
 
-    /// Whether the stream may pull again.
+    /// Whether the stream may pull again (the bindings read the actions instead).
+    #[cfg(test)]
     pub fn is_done(&self) -> bool {
         self.done
     }
@@ -134,7 +138,8 @@ impl<T, E> Lifecycle<T, E> {
         self.queue.iter()
     }
 
-    /// The deferred error, for a collector's walk.
+    /// The deferred error.
+    #[cfg(test)]
     pub fn deferred(&self) -> Option<&E> {
         self.deferred.as_ref()
     }
@@ -252,11 +257,6 @@ impl<T, E> Lifecycle<T, E> {
     /// kept already, that one is raised, with `err` as its context.
     pub fn defer(&mut self, err: E, set_context: impl FnOnce(&E, E)) {
         defer_into(&mut self.deferred, err, set_context);
-    }
-
-    /// The deferred error, taken.
-    pub fn take_deferred(&mut self) -> Option<E> {
-        self.deferred.take()
     }
 
     /// Queues output owed: what a stage gave as several items, or still owes once the upstream

@@ -58,9 +58,9 @@ fn encoded_utf8<'a>(
             }
             let stack = stack.insert([0; CHUNK_STACK]);
             let n = match data {
-                PyStringData::Ucs1(d) => crate::encode_code_points(d, stack),
-                PyStringData::Ucs2(d) => crate::encode_code_points(d, stack),
-                PyStringData::Ucs4(d) => crate::encode_code_points(d, stack),
+                PyStringData::Ucs1(d) => crate::host::encode_code_points(d, stack),
+                PyStringData::Ucs2(d) => crate::host::encode_code_points(d, stack),
+                PyStringData::Ucs4(d) => crate::host::encode_code_points(d, stack),
             };
             if let Some(n) = n {
                 return Ok(Cow::Borrowed(&stack[..n]));

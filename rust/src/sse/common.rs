@@ -5,8 +5,11 @@
 //! The filters are the caller's ([`Filters`]): in the bindings they are the adapter machine's
 //! own objects, one per text stream, which its full rules feed too.
 
+// Without the bindings this is built only for its own tests, which leave parts of it unused.
+#![cfg_attr(not(feature = "python"), allow(dead_code))]
+
 use super::{splice, Found, Parser, Scan, Scanner, Shape, CHAT, GEMINI, MESSAGES, RESPONSES};
-use crate::Saved;
+use crate::filter::Saved;
 
 /// The provider whose body is read: its table of fields ([`super::Shape`]), and what else
 /// differs.
@@ -321,7 +324,8 @@ impl Common {
 #[cfg(test)]
 mod tests {
     use super::{Common, Filters, Handled, Open, Provider, Unseen};
-    use crate::{CompiledStops, Filter, Saved};
+    use crate::filter::Saved;
+    use crate::{CompiledStops, Filter};
 
     /// The core's filters, and what they recorded.
     struct Plain(Vec<Filter>, Vec<(usize, String)>);

@@ -14,8 +14,9 @@
 //!   "not the common case" (anything else: the caller hands the event to the full adapter).
 //! * [`escape_json_str`] and [`splice`]: a changed text replaces only its string token; every
 //!   other byte of the event is kept.
-//! * [`Common`]: the common event (text deltas of open streams that fire no stop) decided
-//!   over the caller's filters ([`Filters`]); anything else is the adapter's.
+//! * `Common` (the bindings' part, not exported): the common event (text deltas of open streams
+//!   that fire no stop) decided over the caller's filters (`Filters`); anything else is the
+//!   adapter's.
 //!
 //! JSON is read with pydantic's `jiter` through its iterator API (`peek`, `next_key`,
 //! `known_str`, `next_skip`): it walks a shape given as data, gives byte offsets as it goes, and
@@ -26,12 +27,15 @@
 //! machine) the two are level: `jiter` 405 to 420 ns per event, `serde_json` 375 to 410 ns;
 //! the table-driven walk decides.
 
+// The common event over the bindings' filters: used only by the bindings' SSE stage.
+#[cfg(any(feature = "python", test))]
 mod common;
 mod parser;
 mod shape;
 mod splice;
 
-pub use common::{Common, Filters, Handled, Open, Provider, Unseen};
+#[cfg(feature = "python")]
+pub(crate) use common::{Common, Filters, Handled, Open, Provider, Unseen};
 pub use parser::{Line, Parser};
 pub use shape::{Field, Found, Rule, Scan, Scanner, Shape, CHAT, GEMINI, MESSAGES, RESPONSES};
 pub use splice::{escape_json_str, splice};

@@ -18,8 +18,8 @@ use super::super::lock::try_lock;
 use super::awaits::{anext, await_iter, made, send, throw_into, thrown, yielded, Sent};
 use super::close::start_one;
 use super::{is_cancellation, report, start_close, AsyncDriver, DriverState};
+use crate::host::pull::{self, CloseMode, Closer, Input, Misuse};
 use crate::lock::{Guard, TryLock};
-use crate::pull::{self, CloseMode, Closer, Input, Misuse};
 
 /// A pull's state, over the bindings' objects.
 pub(super) type Step = pull::Step<Py<AsyncDriver>, Py<PyAny>, PyErr>;

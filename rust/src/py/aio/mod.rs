@@ -46,8 +46,8 @@ use pyo3::PyTraverseError;
 use self::awaits::await_iter;
 use super::lock::{lock, try_lock};
 use super::stages::{Out, Stage};
+use crate::host::pull::{CloseMode, Upstream};
 use crate::lock::{Guard, TryLock};
-use crate::pull::{CloseMode, Upstream};
 
 /// The state of an async stream's pulls.
 pub(super) type DriverState = Upstream<Py<PyAny>, Py<AsyncPullStep>, PyErr>;

@@ -15,9 +15,10 @@ use super::super::errors::{map_error, parse_errors, type_name};
 use super::super::lock::try_lock;
 use super::super::report::{reports, Reports};
 use super::super::stopset::{resolve, IncludeStop, SkipArgs, Stops};
+use crate::host::Published;
 use crate::lifecycle::defer_into;
 use crate::lock::TryLock;
-use crate::{Detail, Filter, Published, Status, StopReport};
+use crate::{Detail, Filter, Status, StopReport};
 
 /// The built-in filter's state: `None` until the first item decides between text and bytes.
 pub(crate) type Slot = Option<Filter>;
@@ -136,7 +137,7 @@ impl BuiltIn {
         self.published.publish(slot);
     }
 
-    /// The report last published ([`crate::Published::stop_report`]).
+    /// The report last published ([`crate::host::Published::stop_report`]).
     pub(crate) fn stop_report(&self, detail: Detail) -> StopReport {
         self.published.stop_report(self.stops.set(), self.include_stop, detail)
     }

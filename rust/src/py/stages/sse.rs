@@ -22,9 +22,9 @@ use super::super::convert::chunk_bytes;
 use super::super::errors::wrong_type;
 use super::super::filters::StopFilter;
 use super::super::lock::{lock, try_lock};
+use crate::host::Saved;
 use crate::lock::TryLock;
 use crate::sse::{Common, Filters, Handled, Open, Provider, Unseen};
-use crate::Saved;
 
 /// The machine's objects for its open text streams, in the order of the core's table: the
 /// filter, and (Responses) the list of the texts it emitted.

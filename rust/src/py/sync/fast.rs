@@ -9,7 +9,8 @@ use pyo3::prelude::*;
 use super::super::ffi::pull;
 use super::super::stages::{feed_exact, Fed};
 use super::{Mode, StreamState, SyncDriver};
-use crate::{Action, Status};
+use crate::host::Action;
+use crate::Status;
 
 impl SyncDriver {
     /// The per-chunk path of `wrap` over exact `str` or `bytes` chunks, the one a token stream

@@ -24,9 +24,10 @@ use super::lock::try_lock;
 use super::report::{reports, Reports};
 use super::stages::{BuiltIn, Out, Slot, Stage};
 use super::stopset::{IncludeStop, Stops};
-use crate::drive::{self, Driver};
+use crate::host::drive::{self, Driver};
+use crate::host::Lifecycle;
 use crate::lock::TryLock;
-use crate::{Detail, Filter, Lifecycle, Status, StopReport};
+use crate::{Detail, Filter, Status, StopReport};
 
 #[allow(clippy::large_enum_variant, reason = "one per stream, made once and never moved")]
 pub(super) enum Mode {

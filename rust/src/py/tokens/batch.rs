@@ -1,6 +1,6 @@
 //! `feed_batch`: many streams in one call. Reading the batch in and taking every filter's lock
 //! are here, with the engine's usual step; the all-or-nothing transaction is the core's
-//! [`crate::feed_batch`].
+//! [`crate::host::feed_batch`].
 
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -11,8 +11,9 @@ use super::super::lock::try_lock;
 use super::filter::TokenStopFilter;
 use super::vocab::{new_piece, TokenPiece, Vocab};
 use super::{entry_error, one_id, plain_ints, token_error, Ids};
+use crate::host::{AnyTokenStream, BatchEntry};
 use crate::lock::Guard;
-use crate::{AnyTokenStream, BatchEntry, Error, Fed};
+use crate::{Error, Fed};
 
 /// Takes every filter's lock, or none ([`crate::lock::lock_all`]): a filter in use elsewhere
 /// is `RuntimeError` under the GIL (its holder cannot be waited for: it may be this very
@@ -111,7 +112,7 @@ pub(crate) fn feed_batch<'py>(
         let entries = &mut entries;
         let flat = &flat;
         let guards = &mut guards;
-        py.detach(move || crate::feed_batch(entries, flat, guards, safe))
+        py.detach(move || crate::host::feed_batch(entries, flat, guards, safe))
     };
     drop(guards);
     let out = match outcome {

@@ -13,8 +13,9 @@ use super::super::report::{reports, Reports};
 use super::super::stopset::{resolve, IncludeStop, SkipArgs, Stops};
 use super::vocab::{new_piece, piece, TokenPiece, Vocab};
 use super::{one_id, short_ids, token_error, Ids, STACK_IDS};
+use crate::host::AnyTokenStream;
 use crate::lock::TryLock;
-use crate::{AnyTokenStream, Detail, StopReport};
+use crate::{Detail, StopReport};
 
 thread_local! {
     /// The output buffer of `feed` and `finish`: one allocation per thread, not per call.

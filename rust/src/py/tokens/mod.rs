@@ -8,7 +8,7 @@
 //!
 //! Stops of every kind (§6): a plain `str` list runs the literal token stream, anything else
 //! (`Stop`, `Regex`, skip regions) the composed matcher through the same token bookkeeping
-//! ([`crate::AnyTokenStream`]). The fast steps below are the literal path's; a composed filter
+//! ([`crate::host::AnyTokenStream`]). The fast steps below are the literal path's; a composed filter
 //! takes `feed_batch`'s general path.
 //!
 //! Performance choices (a step of 256 streams, one id each, `benches/tokens.py`; instruction
@@ -36,7 +36,7 @@
 //!
 //! One file per concern: `vocab` (`Vocab` and `TokenPiece`, with the piece cache), `filter`
 //! (`TokenStopFilter`) and `batch` (`feed_batch`: reading the batch in, locking, and the
-//! engine's usual step; the all-or-nothing transaction is the core's [`crate::feed_batch`]).
+//! engine's usual step; the all-or-nothing transaction is the core's [`crate::host::feed_batch`]).
 //! This file holds the id conversions and the error rules they share.
 
 mod batch;
