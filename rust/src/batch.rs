@@ -24,7 +24,7 @@ use crate::tokens::{Fed, TokenStream, Vocab};
 /// of a 256-stream step, callgrind). The composed stream is boxed: its state is
 /// several times the literal one's, and the streams of a batch stay as small as they are.
 #[derive(Clone, Debug)]
-pub(crate) struct AnyTokenStream {
+pub struct AnyTokenStream {
     /// The literal stream; unused (left fresh) when `composed` is set.
     pub literal: TokenStream,
     composed: Option<Box<ComposedTokens>>,
@@ -247,7 +247,7 @@ impl AnyTokenStream {
 
 /// One stream's share of a batch ([`feed_batch`]).
 #[derive(Clone, Debug)]
-pub(crate) struct BatchEntry<'a> {
+pub struct BatchEntry<'a> {
     /// Its vocabulary.
     pub vocab: &'a Vocab,
     /// Its literal stop list (unused by a composed stream).
@@ -270,7 +270,7 @@ pub(crate) struct BatchEntry<'a> {
 /// and [`AnyTokenStream::cannot_fail`]): then the batch is one pass
 /// over the real states. Otherwise only the streams that can fail run on copies first; their
 /// outputs are kept, and the copies become the real states once every entry has succeeded.
-pub(crate) fn feed_batch<S: DerefMut<Target = AnyTokenStream>>(
+pub fn feed_batch<S: DerefMut<Target = AnyTokenStream>>(
     entries: &mut [BatchEntry<'_>],
     flat: &[i64],
     states: &mut [S],

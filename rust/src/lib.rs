@@ -88,10 +88,11 @@ mod utf8;
 // The bindings' own parts of the core: the token batch path, the lifecycle policy and its
 // drivers, the published (pulled) stream, the try-lock and the recent-values ring. Built only with the bindings (and
 // for the crate's tests), so that the engine's API is all there is otherwise.
-#[cfg(any(feature = "python", test))]
+#[cfg(any(feature = "python", feature = "host", test))]
 mod batch;
-#[cfg(feature = "python")]
-mod host;
+#[cfg(any(feature = "python", feature = "host"))]
+#[doc(hidden)]
+pub mod host;
 #[cfg(any(feature = "python", test))]
 mod lifecycle;
 #[cfg(any(feature = "python", test))]
