@@ -72,17 +72,18 @@ from stopstream._adapter import (
     Emit,
     Machine,
     OnStop,
-    Shape,
     SyncAdapterStream,
 )
 from stopstream._core import _SSEStage
 from stopstream._indexed import IndexedView
 from stopstream._responses import ResponsesMachine, ResponsesView
+from stopstream._streaming_apis import BY_SHAPE
 from stopstream.anthropic import MessagesMachine, MessagesView
 from stopstream.gemini import GeminiMachine
 from stopstream.openai import ChatMachine
 
 if TYPE_CHECKING:
+    from stopstream._streaming_apis import StreamingApi
     from stopstream._types import Stops
 
 __all__ = [
@@ -286,7 +287,8 @@ class SSEDriver:
 
     def __init__(self, machine: Machine) -> None:
         self._machine = machine
-        self._openai, self._named = _FRAMING[machine.shape]
+        api = BY_SHAPE[machine.shape]
+        self._openai, self._named = api.done, api.named
         self._parser = SSEParser()
         self._ended = False  # nothing more is written
         self._done = False  # "data: [DONE]" written
@@ -395,16 +397,6 @@ class SSEDriver:
                 if isinstance(kind, str):
                     out += b"event: " + kind.encode("utf-8") + eol
                 out += b"data: " + _dumps(value) + eol + eol
-
-
-_FRAMING: dict[Shape, tuple[bool, bool]] = {
-    # (``data: [DONE]`` ends the body and follows a stop, the events a machine adds are
-    # written with an ``event:`` line naming their type)
-    "chat": (True, False),
-    "messages": (False, True),
-    "responses": (False, True),
-    "gemini": (False, False),
-}
 
 
 def native_stage(machine: Machine) -> _SSEStage:
@@ -561,3 +553,32 @@ def awrap_gemini(
     """Async twin of ``wrap_gemini``."""
     machine = GeminiMachine(stops, include_stop, on_stop, candidate_count)
     return AsyncGeminiSSEStream(body, native_stage(machine), machine.view())
+
+
+def _wrap(
+    api: StreamingApi,
+    body: Iterable[BytesLike],
+    stops: Stops,
+    *,
+    include_stop: bool | None = None,
+    on_stop: OnStop = "close",
+    count: int | None = None,
+) -> SyncAdapterStream[bytes]:
+    """``wrap_openai`` and its siblings for the API ``api`` names (``count``: ``n`` or
+    ``candidate_count``, for the APIs that have it)."""
+    machine = api.machine(stops, include_stop, on_stop, count)
+    return SyncAdapterStream(body, native_stage(machine), machine.view())
+
+
+def _awrap(
+    api: StreamingApi,
+    body: AsyncIterable[BytesLike],
+    stops: Stops,
+    *,
+    include_stop: bool | None = None,
+    on_stop: OnStop = "close",
+    count: int | None = None,
+) -> AsyncAdapterStream[bytes]:
+    """Async twin of ``_wrap``."""
+    machine = api.machine(stops, include_stop, on_stop, count)
+    return AsyncAdapterStream(body, native_stage(machine), machine.view())
