@@ -19,6 +19,7 @@ class, private state and helper methods survive (LiteLLM's ``ModelResponseStream
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, Callable, Iterable, Mapping
+from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 from stopstream._core import SyncDriver
@@ -111,6 +112,17 @@ class Machine(Protocol):
         ...
 
 
+class Phase(str, Enum):
+    """The phase an adapter's machine is in (see ``Phases``); a ``str``, equal to its value."""
+
+    __str__ = str.__str__
+
+    OPEN = "open"  # no stop or ending yet: the fast paths may handle an item
+    DRAINING = "draining"  # a stop fired with ``on_stop="drain"``: read the upstream to its end
+    CLOSING = "closing"  # close the upstream, then call ``end``
+    ENDED = "ended"  # the last item owed was emitted
+
+
 class Phases:
     """The phase an adapter's machine is in, and what is read from it, for every provider:
     ``open`` (no stop or ending yet: the fast paths may handle an item), ``draining`` (a stop
@@ -118,13 +130,13 @@ class Phases:
     upstream, then call ``end``) and ``ended`` (the last item owed was emitted)."""
 
     _stops: tuple[str | Stop | Regex, ...]
-    _phase: str  # open | draining | closing | ended
+    _phase: Phase
 
     def __init__(self, stops: Stops, include_stop: bool | None, on_stop: OnStop) -> None:
         self._set = stop_set(stops, include_stop)  # validates and compiles the stops once
         self._stops = self._set.stops
         self._on_stop = check_on_stop(on_stop)
-        self._phase = "open"
+        self._phase = Phase.OPEN
 
     @property
     def stops(self) -> tuple[str | Stop | Regex, ...]:
@@ -133,20 +145,20 @@ class Phases:
     @property
     def open(self) -> bool:
         """No stop or ending yet: the fast paths may handle an item."""
-        return self._phase == "open"
+        return self._phase == Phase.OPEN
 
     @property
     def closing(self) -> bool:
-        return self._phase == "closing"
+        return self._phase == Phase.CLOSING
 
     @property
     def draining(self) -> bool:
-        return self._phase == "draining"
+        return self._phase == Phase.DRAINING
 
     @property
     def finished(self) -> bool:
         """The last item owed to the client was emitted: anything later is dropped."""
-        return self._phase == "ended"
+        return self._phase == Phase.ENDED
 
     @property
     def sequence(self) -> int | None:

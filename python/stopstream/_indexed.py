@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from stopstream._adapter import JSON, Emit, OnStop, Phases, View
+from stopstream._adapter import JSON, Emit, OnStop, Phase, Phases, View
 from stopstream._core import StopFilter
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ class IndexedMachine(Phases):
             emitted = None if not kept and not keep else {**chunk, self.items: kept}
         if self._all_done() and any(s.status == STOPPED for s in self._streams.values()):
             self.stopped = True
-            self._phase = "closing" if self._on_stop == "close" else "draining"
+            self._phase = Phase.CLOSING if self._on_stop == "close" else Phase.DRAINING
         return [] if emitted is None else [(emitted, chunk)]
 
     def _item(self, item: JSON, position: int, chunk: JSON) -> JSON | None:

@@ -43,6 +43,7 @@ from stopstream._adapter import (
     AsyncAdapterStream,
     Emit,
     OnStop,
+    Phase,
     Phases,
     Shape,
     SingleView,
@@ -158,17 +159,17 @@ class ResponsesMachine(Phases):
 
     def feed(self, event: JSON) -> list[Emit]:
         phase = self._phase
-        if phase == "ended" or phase == "closing":
+        if phase == Phase.ENDED or phase == Phase.CLOSING:
             return []
         kind = event.get("type")
         if isinstance(event.get("sequence_number"), int):
             self._numbered = True
-        if phase == "draining":
+        if phase == Phase.DRAINING:
             if kind in TERMINAL:
                 response = event.get("response")
                 if isinstance(response, dict):
                     self._response = response
-                self._phase = "ended"
+                self._phase = Phase.ENDED
                 return [self._number(self._completed(), None)]
             return []
         if kind == TEXT_DELTA:
@@ -206,7 +207,7 @@ class ResponsesMachine(Phases):
             self.complete = True
             status = (event.get("response") or {}).get("status")
             self.status = status if isinstance(status, str) else kind.rpartition(".")[2]
-            self._phase = "ended"
+            self._phase = Phase.ENDED
             emits.append(self._number(event, event))
             return emits
         return [self._number(event, event)]
@@ -303,7 +304,7 @@ class ResponsesMachine(Phases):
         self.stop_sequence = f.stop_sequence
         self.stop_index = f.stop_index
         self.stop_sequences[key] = f.stop_sequence
-        self._phase = "closing" if self._on_stop == "close" else "draining"
+        self._phase = Phase.CLOSING if self._on_stop == "close" else Phase.DRAINING
         output_index, content_index = key
         item_id = event.get("item_id", part.item_id)
         text = "".join(part.text)
@@ -371,8 +372,8 @@ class ResponsesMachine(Phases):
 
     def end(self) -> list[Emit]:
         phase = self._phase
-        self._phase = "ended"
-        if phase == "closing" or phase == "draining":
+        self._phase = Phase.ENDED
+        if phase == Phase.CLOSING or phase == Phase.DRAINING:
             return [self._number(self._completed(), None)]
         # The upstream ended without a terminal event: invent no ending, keep what is held.
         return []

@@ -43,6 +43,7 @@ from stopstream._adapter import (
     Emit,
     ModelDriver,
     OnStop,
+    Phase,
     Phases,
     Shape,
     SingleView,
@@ -130,15 +131,15 @@ class MessagesMachine(Phases):
 
     def feed(self, event: JSON) -> list[Emit]:
         phase = self._phase
-        if phase == "ended" or phase == "closing":
+        if phase == Phase.ENDED or phase == Phase.CLOSING:
             return []
         kind = event.get("type")
-        if phase == "draining":
+        if phase == Phase.DRAINING:
             if kind == "ping":
                 return [(event, event)]
             if kind == "message_delta":
                 self._track_usage(event.get("usage"))
-                self._phase = "ended"
+                self._phase = Phase.ENDED
                 return [(self._final_delta(event), event), (dict(_MESSAGE_STOP), None)]
             return []
         if kind == "content_block_delta":
@@ -234,7 +235,7 @@ class MessagesMachine(Phases):
         self.stop_reason = "stop_sequence"
         self.stop_sequence = f.stop_sequence
         self.stop_index = f.stop_index
-        self._phase = "closing" if self._on_stop == "close" else "draining"
+        self._phase = Phase.CLOSING if self._on_stop == "close" else Phase.DRAINING
 
     def _end_block(self, index: Any, f: StopFilter) -> list[Emit]:
         """Block ``index``'s text ends: what its filter still holds, as a ``text_delta``. A stop
@@ -288,8 +289,8 @@ class MessagesMachine(Phases):
 
     def end(self) -> list[Emit]:
         phase = self._phase
-        self._phase = "ended"
-        if phase == "closing" or phase == "draining":
+        self._phase = Phase.ENDED
+        if phase == Phase.CLOSING or phase == Phase.DRAINING:
             # ``_final``: the upstream's own ``message_delta``, when the stop was decided
             # there (its usage is final).
             return [(self._final_delta(self._final), None), (dict(_MESSAGE_STOP), None)]
@@ -351,7 +352,7 @@ class _MessagesDriver(ModelDriver):
     def _refresh(self) -> None:
         table = self.open_text
         table.clear()
-        if self._messages._phase == "open":
+        if self._messages._phase == Phase.OPEN:
             table.update(self._messages.text_filters())
 
 

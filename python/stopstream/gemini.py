@@ -51,6 +51,7 @@ from stopstream._adapter import (
     Emit,
     ModelDriver,
     OnStop,
+    Phase,
     Shape,
     SyncAdapterStream,
     as_json,
@@ -117,9 +118,9 @@ class GeminiMachine(IndexedMachine):
 
     def feed(self, chunk: JSON) -> list[Emit]:
         phase = self._phase
-        if phase == "ended" or phase == "closing":
+        if phase == Phase.ENDED or phase == Phase.CLOSING:
             return []
-        if phase == "draining":
+        if phase == Phase.DRAINING:
             self._drained = chunk
             return []
         candidates = chunk.get("candidates")
@@ -151,8 +152,8 @@ class GeminiMachine(IndexedMachine):
 
     def end(self) -> list[Emit]:
         phase = self._phase
-        self._phase = "ended"
-        if phase == "draining" and self._drained is not None:
+        self._phase = Phase.ENDED
+        if phase == Phase.DRAINING and self._drained is not None:
             drained = self._drained
             usage: JSON = {}
             for camel, snake in _CHUNK_FIELDS:

@@ -55,6 +55,7 @@ from stopstream._adapter import (
     Emit,
     ModelDriver,
     OnStop,
+    Phase,
     Shape,
     SyncAdapterStream,
     as_json,
@@ -126,12 +127,12 @@ class ChatMachine(IndexedMachine):
 
     def feed(self, chunk: JSON) -> list[Emit]:
         phase = self._phase
-        if phase == "ended" or phase == "closing":
+        if phase == Phase.ENDED or phase == Phase.CLOSING:
             return []
         usage = chunk.get("usage")
         if usage is not None:
             self._usage = usage
-        if phase == "draining":
+        if phase == Phase.DRAINING:
             if usage is not None:
                 self._drained = chunk
             return []
@@ -181,15 +182,15 @@ class ChatMachine(IndexedMachine):
 
     def end(self) -> list[Emit]:
         phase = self._phase
-        if phase == "ended":
+        if phase == Phase.ENDED:
             return []
-        self._phase = "ended"
-        if phase == "open":
+        self._phase = Phase.ENDED
+        if phase == Phase.OPEN:
             # The upstream ended by itself: its chunks released everything a finished choice
             # held. A choice without its ``finish_reason`` was dropped, not finished: invent
             # no ending, and keep its held text (``pending``).
             return []
-        if phase == "draining" and self._drained is not None:
+        if phase == Phase.DRAINING and self._drained is not None:
             drained = self._drained
             if drained.get("choices"):
                 drained = {**drained, "choices": []}
