@@ -3,8 +3,8 @@
 ``stopstream.sse`` (how a body is framed), the command line (``--sse NAME``: which machine,
 what to report, what a finished body ends with) and ``examples/gateway.py`` (the whole-response
 rules and the SSE wrapper of each route) read this table. A new streaming API is its module
-(its ``Machine`` and view) and one row here (plus, for the native fast path, its shape in the
-core's tables).
+(its ``Machine`` and view) and one row here (plus, for speed, its shape in the core's tables;
+until then ``native=False`` runs its SSE bodies in Python).
 """
 
 from __future__ import annotations
@@ -39,6 +39,9 @@ class StreamingApi:
     per: str | None  # what each parallel text stream is ("choice"), or None: one stream
     ended: Callable[[Any], bool]  # a stream's view -> whether the body reached its final event
     truncate: Callable[..., Any]  # its whole (non-streamed) response's ``truncate_*``
+    # The core parses its SSE bodies and handles the common event natively (it knows the
+    # shape); otherwise ``stopstream.sse.SSEDriver`` runs the body in Python, same output.
+    native: bool = True
 
 
 def _all_finished(view: Any) -> bool:

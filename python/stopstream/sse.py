@@ -84,7 +84,7 @@ from stopstream.openai import ChatMachine
 
 if TYPE_CHECKING:
     from stopstream._streaming_apis import StreamingApi
-    from stopstream._types import Stops
+    from stopstream._types import BytesLike, Stops
 
 __all__ = [
     "AnthropicSSEStream",
@@ -110,8 +110,6 @@ def __dir__() -> list[str]:
     # The API only: not this module's imports and helpers.
     return sorted(__all__)
 
-
-BytesLike = bytes | bytearray | memoryview
 
 _EOL = re.compile(rb"\r\n|\r|\n")
 _BOM = b"\xef\xbb\xbf"
@@ -399,10 +397,12 @@ class SSEDriver:
                 out += b"data: " + _dumps(value) + eol + eol
 
 
-def native_stage(machine: Machine) -> _SSEStage:
+def native_stage(machine: Machine) -> _SSEStage | SSEDriver:
     """The stage the SSE streams run: native parsing, ``SSEDriver`` for all but the common
-    event."""
+    event; ``SSEDriver`` alone for an API the core has no rules for (its row's ``native``)."""
     driver = SSEDriver(machine)
+    if not BY_SHAPE[machine.shape].native:
+        return driver
     return _SSEStage(driver._slow, driver._state, driver._end, machine.shape, Event)
 
 
