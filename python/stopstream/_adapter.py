@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterable, Callable, Iterable, Mapping
 from enum import Enum
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, NamedTuple, Protocol, TypeVar
 
 from stopstream._core import SyncDriver
 from stopstream._lifecycle import AsyncPull
@@ -97,9 +97,8 @@ class Machine(Protocol):
         """The upstream ended by itself, or was closed after a stop: the events still owed."""
         ...
 
-    def text_filters(self) -> list[tuple[Any, ...]]:
-        """The open text streams a fast path may feed: ``(id, filter)``, or for the Responses
-        shape ``((output_index, content_index), filter, emitted texts)``."""
+    def text_filters(self) -> list[OpenText]:
+        """The open text streams a fast path may feed."""
         ...
 
     def note_seen(self, seen: bytes | int) -> None:
@@ -110,6 +109,16 @@ class Machine(Protocol):
     def view(self) -> View:
         """What a stream over this machine reports."""
         ...
+
+
+class OpenText(NamedTuple):
+    """An open text stream a fast path may feed."""
+
+    key: Any  # its id: an index, or the Responses API's ``(output_index, content_index)``
+    filter: StopFilter  # the very filter the machine feeds
+    # The list the fast path appends each emitted text to (the Responses API's parts, as
+    # ``_delta`` does), or ``None``.
+    emitted: list[str] | None = None
 
 
 class Phase(str, Enum):

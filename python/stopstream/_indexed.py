@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from stopstream._adapter import JSON, Emit, OnStop, Phase, Phases, View
+from stopstream._adapter import JSON, Emit, OnStop, OpenText, Phase, Phases, View
 from stopstream._core import StopFilter
 
 if TYPE_CHECKING:
@@ -91,9 +91,9 @@ class IndexedMachine(Phases):
         stopped here."""
         return self.stopped or self._all_done()
 
-    def text_filters(self) -> list[tuple[Any, StopFilter]]:
+    def text_filters(self) -> list[OpenText]:
         """The open streams' indices and filters."""
-        return [(i, f) for i, f in self.open_filters.items() if type(i) is int]
+        return [OpenText(i, f) for i, f in self.open_filters.items() if type(i) is int]
 
     def _all_done(self) -> bool:
         if self.open_filters or not self._streams:

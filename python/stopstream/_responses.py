@@ -43,6 +43,7 @@ from stopstream._adapter import (
     AsyncAdapterStream,
     Emit,
     OnStop,
+    OpenText,
     Phase,
     Phases,
     Shape,
@@ -130,12 +131,12 @@ class ResponsesMachine(Phases):
 
     # --- the native SSE stage (``stopstream.sse``) ----------------------------------------
 
-    def text_filters(self) -> list[tuple[Any, ...]]:
-        """The open parts the native stage may feed: ``((output_index, content_index), filter,
-        emitted texts)`` for the parts with int keys and no logprobs waiting for a delta. The
+    def text_filters(self) -> list[OpenText]:
+        """The open parts the native stage may feed, keyed ``(output_index, content_index)``,
+        with their emitted texts: the parts with int keys and no logprobs waiting for a delta. The
         stage appends the text each delta emits to the part's list, as ``_delta`` does."""
         return [
-            (key, part.filter, part.text)
+            OpenText(key, part.filter, part.text)
             for key, part in self._parts.items()
             if type(key[0]) is int and type(key[1]) is int and not part.pending_logprobs
         ]

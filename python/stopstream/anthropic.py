@@ -43,6 +43,7 @@ from stopstream._adapter import (
     Emit,
     ModelDriver,
     OnStop,
+    OpenText,
     Phase,
     Phases,
     Shape,
@@ -117,11 +118,11 @@ class MessagesMachine(Phases):
         """The text held back in the open text blocks (in block order)."""
         return "".join(f.pending for f in self._filters.values())
 
-    def text_filters(self) -> list[tuple[Any, StopFilter]]:
+    def text_filters(self) -> list[OpenText]:
         """The open text blocks' indices and filters (those whose deltas are scanned)."""
         kinds = self._kinds
         return [
-            (i, f)
+            OpenText(i, f)
             for i, f in self._filters.items()
             if type(i) is int and kinds.get(i, "text") == "text"
         ]
@@ -353,7 +354,7 @@ class _MessagesDriver(ModelDriver):
         table = self.open_text
         table.clear()
         if self._messages._phase == Phase.OPEN:
-            table.update(self._messages.text_filters())
+            table.update(t[:2] for t in self._messages.text_filters())
 
 
 def _messages_stage(machine: MessagesMachine) -> _SDKStage:

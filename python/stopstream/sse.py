@@ -325,11 +325,13 @@ class SSEDriver:
 
     def _state(self) -> tuple[bool, bool, list[tuple[Any, ...]], int | None]:
         """(the common case may be handled natively, closing, the open text streams as
-        ``(id, filter)`` or, for the Responses API, ``((output_index, content_index), filter,
+        ``(id, filter)`` or, with a list of emitted texts (the Responses API), ``(id, filter,
         emitted texts)``, the last sequence number emitted or ``None``)."""
         machine = self._machine
         fast = not self._ended and machine.open
-        streams = machine.text_filters() if fast else []
+        streams = (
+            [t if t.emitted is not None else t[:2] for t in machine.text_filters()] if fast else []
+        )
         return fast, machine.closing, streams, machine.sequence
 
     def _end(self, eol: bytes, seen: bytes | int | None) -> bytes:
