@@ -132,6 +132,11 @@ class Phase(str, Enum):
     ENDED = "ended"  # the last item owed was emitted
 
 
+# The members as module names: the machines compare phases on every item, and an attribute
+# lookup on an enum class costs several times a global's.
+OPEN_PHASE, DRAINING_PHASE, CLOSING_PHASE, ENDED_PHASE = tuple(Phase)
+
+
 class Phases:
     """The phase an adapter's machine is in, and what is read from it, for every provider:
     ``open`` (no stop or ending yet: the fast paths may handle an item), ``draining`` (a stop
@@ -145,7 +150,7 @@ class Phases:
         self._set = stop_set(stops, include_stop)  # validates and compiles the stops once
         self._stops = self._set.stops
         self._on_stop = check_on_stop(on_stop)
-        self._phase = Phase.OPEN
+        self._phase = OPEN_PHASE
 
     @property
     def stops(self) -> tuple[str | Stop | Regex, ...]:
@@ -154,20 +159,20 @@ class Phases:
     @property
     def open(self) -> bool:
         """No stop or ending yet: the fast paths may handle an item."""
-        return self._phase == Phase.OPEN
+        return self._phase == OPEN_PHASE
 
     @property
     def closing(self) -> bool:
-        return self._phase == Phase.CLOSING
+        return self._phase == CLOSING_PHASE
 
     @property
     def draining(self) -> bool:
-        return self._phase == Phase.DRAINING
+        return self._phase == DRAINING_PHASE
 
     @property
     def finished(self) -> bool:
         """The last item owed to the client was emitted: anything later is dropped."""
-        return self._phase == Phase.ENDED
+        return self._phase == ENDED_PHASE
 
     @property
     def sequence(self) -> int | None:

@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from stopstream._adapter import JSON, Emit, OnStop, OpenText, Phase, Phases, View
+from stopstream._adapter import (
+    CLOSING_PHASE,
+    DRAINING_PHASE,
+    JSON,
+    Emit,
+    OnStop,
+    OpenText,
+    Phases,
+    View,
+)
 from stopstream._core import StopFilter
 
 if TYPE_CHECKING:
@@ -118,7 +127,7 @@ class IndexedMachine(Phases):
             emitted = None if not kept and not keep else {**chunk, self.items: kept}
         if self._all_done() and any(s.status == STOPPED for s in self._streams.values()):
             self.stopped = True
-            self._phase = Phase.CLOSING if self._on_stop == "close" else Phase.DRAINING
+            self._phase = CLOSING_PHASE if self._on_stop == "close" else DRAINING_PHASE
         return [] if emitted is None else [(emitted, chunk)]
 
     def _item(self, item: JSON, position: int, chunk: JSON) -> JSON | None:

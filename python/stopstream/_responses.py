@@ -39,12 +39,14 @@ import importlib
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from stopstream._adapter import (
+    CLOSING_PHASE,
+    DRAINING_PHASE,
+    ENDED_PHASE,
     JSON,
     AsyncAdapterStream,
     Emit,
     OnStop,
     OpenText,
-    Phase,
     Phases,
     Shape,
     SingleView,
@@ -160,17 +162,17 @@ class ResponsesMachine(Phases):
 
     def feed(self, event: JSON) -> list[Emit]:
         phase = self._phase
-        if phase == Phase.ENDED or phase == Phase.CLOSING:
+        if phase in (ENDED_PHASE, CLOSING_PHASE):
             return []
         kind = event.get("type")
         if isinstance(event.get("sequence_number"), int):
             self._numbered = True
-        if phase == Phase.DRAINING:
+        if phase == DRAINING_PHASE:
             if kind in TERMINAL:
                 response = event.get("response")
                 if isinstance(response, dict):
                     self._response = response
-                self._phase = Phase.ENDED
+                self._phase = ENDED_PHASE
                 return [self._number(self._completed(), None)]
             return []
         if kind == TEXT_DELTA:
@@ -208,7 +210,7 @@ class ResponsesMachine(Phases):
             self.complete = True
             status = (event.get("response") or {}).get("status")
             self.status = status if isinstance(status, str) else kind.rpartition(".")[2]
-            self._phase = Phase.ENDED
+            self._phase = ENDED_PHASE
             emits.append(self._number(event, event))
             return emits
         return [self._number(event, event)]
@@ -305,7 +307,7 @@ class ResponsesMachine(Phases):
         self.stop_sequence = f.stop_sequence
         self.stop_index = f.stop_index
         self.stop_sequences[key] = f.stop_sequence
-        self._phase = Phase.CLOSING if self._on_stop == "close" else Phase.DRAINING
+        self._phase = CLOSING_PHASE if self._on_stop == "close" else DRAINING_PHASE
         output_index, content_index = key
         item_id = event.get("item_id", part.item_id)
         text = "".join(part.text)
@@ -373,8 +375,8 @@ class ResponsesMachine(Phases):
 
     def end(self) -> list[Emit]:
         phase = self._phase
-        self._phase = Phase.ENDED
-        if phase == Phase.CLOSING or phase == Phase.DRAINING:
+        self._phase = ENDED_PHASE
+        if phase in (CLOSING_PHASE, DRAINING_PHASE):
             return [self._number(self._completed(), None)]
         # The upstream ended without a terminal event: invent no ending, keep what is held.
         return []

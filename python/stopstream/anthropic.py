@@ -38,13 +38,16 @@ from collections.abc import AsyncIterable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from stopstream._adapter import (
+    CLOSING_PHASE,
+    DRAINING_PHASE,
+    ENDED_PHASE,
     JSON,
+    OPEN_PHASE,
     AsyncAdapterStream,
     Emit,
     ModelDriver,
     OnStop,
     OpenText,
-    Phase,
     Phases,
     Shape,
     SingleView,
@@ -146,15 +149,15 @@ class MessagesMachine(Phases):
 
     def feed(self, event: JSON) -> list[Emit]:
         phase = self._phase
-        if phase == Phase.ENDED or phase == Phase.CLOSING:
+        if phase in (ENDED_PHASE, CLOSING_PHASE):
             return []
         kind = event.get("type")
-        if phase == Phase.DRAINING:
+        if phase == DRAINING_PHASE:
             if kind == "ping":
                 return [(event, event)]
             if kind == "message_delta":
                 self._track_usage(event.get("usage"))
-                self._phase = Phase.ENDED
+                self._phase = ENDED_PHASE
                 return [(self._final_delta(event), event), (dict(_MESSAGE_STOP), None)]
             return []
         if kind == "content_block_delta":
@@ -261,7 +264,7 @@ class MessagesMachine(Phases):
         self.stop_reason = "stop_sequence"
         self.stop_sequence = f.stop_sequence
         self.stop_index = f.stop_index
-        self._phase = Phase.CLOSING if self._on_stop == "close" else Phase.DRAINING
+        self._phase = CLOSING_PHASE if self._on_stop == "close" else DRAINING_PHASE
 
     def _end_block(self, index: Any, f: StopFilter) -> list[Emit]:
         """Block ``index``'s text ends: what its filter still holds, as a ``text_delta``. A stop
@@ -315,8 +318,8 @@ class MessagesMachine(Phases):
 
     def end(self) -> list[Emit]:
         phase = self._phase
-        self._phase = Phase.ENDED
-        if phase == Phase.CLOSING or phase == Phase.DRAINING:
+        self._phase = ENDED_PHASE
+        if phase in (CLOSING_PHASE, DRAINING_PHASE):
             # ``_final``: the upstream's own ``message_delta``, when the stop was decided
             # there (its usage is final).
             return [(self._final_delta(self._final), None), (dict(_MESSAGE_STOP), None)]
@@ -378,7 +381,7 @@ class _MessagesDriver(ModelDriver):
     def _refresh(self) -> None:
         table = self.open_text
         table.clear()
-        if self._messages._phase == Phase.OPEN:
+        if self._messages._phase == OPEN_PHASE:
             table.update(t[:2] for t in self._messages.text_filters())
 
 
