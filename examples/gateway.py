@@ -53,10 +53,9 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 import stopstream
-from stopstream.anthropic import truncate_message
-from stopstream.openai import truncate_chat, truncate_response
+from stopstream import _streaming_apis as apis
 from stopstream.providers import split_stops
-from stopstream.sse import awrap_anthropic, awrap_openai, awrap_responses
+from stopstream.sse import _awrap
 
 OnStop = Literal["close", "drain"]
 
@@ -171,51 +170,40 @@ class ClientBody(AsyncIterable[bytes], Protocol):
 
 class Api(NamedTuple):
     """One API the gateway serves: where its stops are in a request, how it answers an error,
-    and the stopstream functions that enforce the stops on its streamed and whole responses."""
+    and the streaming API whose rules enforce the stops on its streamed and whole responses."""
 
     path: str
     stop_field: str  # the request's stop list
     stop_error: str  # the message of a bad stop list (``{}``: the error)
     stop_param: str | None  # the ``param`` an OpenAI-style error names
     error: Callable[[int, str, str | None], Response]
-    truncate: Callable[[Any, stopstream.StopSet], Any]
-    # (upstream body, stops, on_stop, request payload) -> the client's body
-    wrap: Callable[[UpstreamBody, stopstream.StopSet, OnStop, dict[str, Any]], ClientBody]
+    api: apis.StreamingApi
+    count_field: str | None = None  # the request's count of parallel streams (``n``)
 
+    def truncate(self, response: Any, stops: stopstream.StopSet) -> Any:
+        return self.api.truncate(response, stops)
 
-def _choices(payload: dict[str, Any]) -> int | None:
-    n = payload.get("n")
-    return n if isinstance(n, int) and n > 1 else None
+    def wrap(
+        self,
+        body: UpstreamBody,
+        stops: stopstream.StopSet,
+        on_stop: OnStop,
+        payload: dict[str, Any],
+    ) -> ClientBody:
+        """The client's body: the upstream's with the stops enforced."""
+        count = payload.get(self.count_field) if self.count_field else None
+        count = count if isinstance(count, int) and count > 1 else None
+        return _awrap(self.api, body, stops, on_stop=on_stop, count=count)
 
 
 CHAT = Api(
-    "/v1/chat/completions",
-    "stop",
-    "Invalid 'stop': {}",
-    "stop",
-    _openai_error,
-    truncate_chat,
-    lambda body, stops, on_stop, payload: awrap_openai(
-        body, stops, on_stop=on_stop, n=_choices(payload)
-    ),
+    "/v1/chat/completions", "stop", "Invalid 'stop': {}", "stop", _openai_error, apis.CHAT, "n"
 )
 MESSAGES = Api(
-    "/v1/messages",
-    "stop_sequences",
-    "stop_sequences: {}",
-    None,
-    _anthropic_error,
-    truncate_message,
-    lambda body, stops, on_stop, _payload: awrap_anthropic(body, stops, on_stop=on_stop),
+    "/v1/messages", "stop_sequences", "stop_sequences: {}", None, _anthropic_error, apis.MESSAGES
 )
 RESPONSES = Api(
-    "/v1/responses",
-    "stop",
-    "Invalid 'stop': {}",
-    "stop",
-    _openai_error,
-    truncate_response,
-    lambda body, stops, on_stop, _payload: awrap_responses(body, stops, on_stop=on_stop),
+    "/v1/responses", "stop", "Invalid 'stop': {}", "stop", _openai_error, apis.RESPONSES
 )
 
 

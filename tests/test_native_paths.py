@@ -15,6 +15,7 @@ string replaced) equals the Python path's re-serialization, so byte equality hol
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from collections.abc import Callable, Iterator, Mapping
@@ -28,7 +29,8 @@ from openai.types.chat import ChatCompletionChunk
 from pydantic import TypeAdapter
 
 from hypothesis_profiles import examples
-from stopstream import Regex
+from stopstream import Regex, sse
+from stopstream import _streaming_apis as apis
 from stopstream._adapter import ModelDriver, OnStop, SyncAdapterStream
 from stopstream._responses import ResponsesMachine
 from stopstream.anthropic import MessagesMachine, _rebuild, wrap_messages
@@ -833,3 +835,21 @@ def test_sse_stage_in_a_reference_cycle_is_collected() -> None:
     del driver
     gc.collect()
     assert gone() is None
+
+
+def test_an_api_without_native_rules_runs_its_sse_bodies_in_python(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A row with ``native=False`` (a new API the core has no shape for yet) gets the
+    # pure-Python stage, with the same output as the native one.
+    body = [
+        b'data: {"choices":[{"index":0,"delta":{"content":"Hello, wor"}}]}\n\n',
+        b'data: {"choices":[{"index":0,"delta":{"content":"ld! END more"}}]}\n\n',
+        b"data: [DONE]\n\n",
+    ]
+    native = b"".join(wrap_openai(body, ["END"]))
+    monkeypatch.setitem(apis.BY_SHAPE, "chat", dataclasses.replace(apis.CHAT, native=False))
+    assert isinstance(sse.native_stage(ChatMachine(["END"])), SSEDriver)
+    stream = wrap_openai(body, ["END"])
+    assert b"".join(stream) == native
+    assert stream.stop_sequences == {0: "END"}

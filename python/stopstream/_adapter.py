@@ -19,7 +19,8 @@ class, private state and helper methods survive (LiteLLM's ``ModelResponseStream
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar
+from enum import Enum
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, NamedTuple, Protocol, TypeVar
 
 from stopstream._core import SyncDriver
 from stopstream._lifecycle import AsyncPull
@@ -96,9 +97,8 @@ class Machine(Protocol):
         """The upstream ended by itself, or was closed after a stop: the events still owed."""
         ...
 
-    def text_filters(self) -> list[tuple[Any, ...]]:
-        """The open text streams a fast path may feed: ``(id, filter)``, or for the Responses
-        shape ``((output_index, content_index), filter, emitted texts)``."""
+    def text_filters(self) -> list[OpenText]:
+        """The open text streams a fast path may feed."""
         ...
 
     def note_seen(self, seen: bytes | int) -> None:
@@ -111,6 +111,32 @@ class Machine(Protocol):
         ...
 
 
+class OpenText(NamedTuple):
+    """An open text stream a fast path may feed."""
+
+    key: Any  # its id: an index, or the Responses API's ``(output_index, content_index)``
+    filter: StopFilter  # the very filter the machine feeds
+    # The list the fast path appends each emitted text to (the Responses API's parts, as
+    # ``_delta`` does), or ``None``.
+    emitted: list[str] | None = None
+
+
+class Phase(str, Enum):
+    """The phase an adapter's machine is in (see ``Phases``); a ``str``, equal to its value."""
+
+    __str__ = str.__str__
+
+    OPEN = "open"  # no stop or ending yet: the fast paths may handle an item
+    DRAINING = "draining"  # a stop fired with ``on_stop="drain"``: read the upstream to its end
+    CLOSING = "closing"  # close the upstream, then call ``end``
+    ENDED = "ended"  # the last item owed was emitted
+
+
+# The members as module names: the machines compare phases on every item, and an attribute
+# lookup on an enum class costs several times a global's.
+OPEN_PHASE, DRAINING_PHASE, CLOSING_PHASE, ENDED_PHASE = tuple(Phase)
+
+
 class Phases:
     """The phase an adapter's machine is in, and what is read from it, for every provider:
     ``open`` (no stop or ending yet: the fast paths may handle an item), ``draining`` (a stop
@@ -118,13 +144,13 @@ class Phases:
     upstream, then call ``end``) and ``ended`` (the last item owed was emitted)."""
 
     _stops: tuple[str | Stop | Regex, ...]
-    _phase: str  # open | draining | closing | ended
+    _phase: Phase
 
     def __init__(self, stops: Stops, include_stop: bool | None, on_stop: OnStop) -> None:
         self._set = stop_set(stops, include_stop)  # validates and compiles the stops once
         self._stops = self._set.stops
         self._on_stop = check_on_stop(on_stop)
-        self._phase = "open"
+        self._phase = OPEN_PHASE
 
     @property
     def stops(self) -> tuple[str | Stop | Regex, ...]:
@@ -133,20 +159,20 @@ class Phases:
     @property
     def open(self) -> bool:
         """No stop or ending yet: the fast paths may handle an item."""
-        return self._phase == "open"
+        return self._phase == OPEN_PHASE
 
     @property
     def closing(self) -> bool:
-        return self._phase == "closing"
+        return self._phase == CLOSING_PHASE
 
     @property
     def draining(self) -> bool:
-        return self._phase == "draining"
+        return self._phase == DRAINING_PHASE
 
     @property
     def finished(self) -> bool:
         """The last item owed to the client was emitted: anything later is dropped."""
-        return self._phase == "ended"
+        return self._phase == ENDED_PHASE
 
     @property
     def sequence(self) -> int | None:

@@ -18,10 +18,9 @@ from stopstream._lifecycle import AsyncPull
 from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:
-    from stopstream._types import StopReason, Stops
+    from stopstream._types import BytesLike, StopReason, Stops
 
 _Chunk = TypeVar("_Chunk", str, bytes)
-BytesLike = bytes | bytearray | memoryview
 
 
 class AsyncStopStream(AsyncPull[_Chunk]):

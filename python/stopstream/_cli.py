@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, BinaryIO, TypeVar
 import stopstream
 from stopstream import sse
 from stopstream._core import ByteStopFilter, Regex, Stop, StopSet
+from stopstream._streaming_apis import APIS
 
 if TYPE_CHECKING:
     from stopstream._adapter import SyncAdapterStream
@@ -202,7 +203,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--sse",
-        choices=("openai", "responses", "anthropic", "gemini"),
+        choices=tuple(APIS),
         help="the input is an SSE body of the OpenAI Chat Completions or Responses, the "
         "Anthropic Messages or the Gemini streaming API: apply the stops to the generated "
         "text, write the body",
@@ -344,44 +345,21 @@ def _run_sse(args: argparse.Namespace, src: BinaryIO, out: BinaryIO) -> int:
         )
         return 1
     options = {"include_stop": args.include_stop, "on_stop": args.on_stop}
-    if args.sse == "openai":
-        chat = _relay(sse.wrap_openai(chunks, stops, **options), out)
-        reasons = chat.finish_reasons
-        stopped = chat.stopped
-        ended = bool(reasons) and None not in reasons.values()
-        indices = chat.stop_indices
-        fired = [
-            (f"choice {choice}: ", indices[choice], stop)
-            for choice, stop in chat.stop_sequences.items()
-        ]
-        final = "a finish_reason for every choice"
-        api = "Chat Completions"
-    elif args.sse == "gemini":
-        gemini = _relay(sse.wrap_gemini(chunks, stops, **options), out)
-        stopped, ended = gemini.stopped, gemini.complete
-        indices = gemini.stop_indices
-        fired = [
-            (f"candidate {candidate}: ", indices[candidate], stop)
-            for candidate, stop in gemini.stop_sequences.items()
-        ]
-        final = "a finishReason for every candidate"
-        api = "Gemini"
-    elif args.sse == "responses":
-        responses = _relay(sse.wrap_responses(chunks, stops, **options), out)
-        stopped, ended = responses.stopped, responses.complete
-        fired = [("", responses.stop_index, responses.stop_sequence)]
-        final = "response.completed, .incomplete or .failed"
-        api = "Responses"
+    api = APIS[args.sse]
+    view = _relay(sse._wrap(api, chunks, stops, **options), out)
+    stopped, ended = view.stopped, api.ended(view)
+    if api.per is None:
+        fired = [("", view.stop_index, view.stop_sequence)]
     else:
-        messages = _relay(sse.wrap_anthropic(chunks, stops, **options), out)
-        stopped, ended = messages.stopped, messages.stop_reason is not None
-        fired = [("", messages.stop_index, messages.stop_sequence)]
-        final = "message_delta with its stop_reason"
-        api = "Messages"
+        indices = view.stop_indices
+        fired = [
+            (f"{api.per} {index}: ", indices[index], stop)
+            for index, stop in view.stop_sequences.items()
+        ]
     if not (stopped or ended):
         sys.stderr.write(
-            f"stopstream: the SSE body ended before its final event ({final}): the stream "
-            f"was cut short, or it is not a {api} stream\n"
+            f"stopstream: the SSE body ended before its final event ({api.final_event}): the "
+            f"stream was cut short, or it is not a {api.label} stream\n"
         )
         return 1
     if not args.quiet:

@@ -12,6 +12,7 @@ from typing import Any, Generic, Literal, SupportsIndex, TypeAlias, TypeVar, fin
 
 from typing_extensions import Self, disjoint_base
 
+from stopstream._types import BytesLike as _BytesLike
 from stopstream._types import StopReason as _StopReason
 from stopstream._types import Stops as _Stops
 from stopstream._types import TokenStopReason as _TokenStopReason
@@ -270,7 +271,7 @@ class ByteStopFilter:
             ValueError: a stop is empty, ``errors`` is unknown, or ``include_stop`` differs
                 from the set's.
         """
-    def feed(self, data: bytes | bytearray | memoryview) -> bytes:
+    def feed(self, data: _BytesLike) -> bytes:
         """Feed a chunk; returns the bytes now safe to emit (possibly ``b""``).
 
         With ``errors="strict"`` an invalid sequence ends the text for the stops' look-around
@@ -324,12 +325,12 @@ class ByteStopFilter:
         """The bytes held back: text that could begin a stop, then an incomplete character."""
 
 @final
-class StopStream(SyncDriver, Generic[_Chunk]):
+class StopStream(Generic[_Chunk]):
     """Iterator applying stop sequences to an upstream iterable of chunks (see ``wrap``)."""
 
     def __new__(
         cls,
-        chunks: Iterable[str] | Iterable[bytes | bytearray | memoryview] | Iterable[Any],
+        chunks: Iterable[str] | Iterable[_BytesLike] | Iterable[Any],
         stops: _Stops = None,
         include_stop: bool = False,
         errors: str = "strict",
@@ -771,7 +772,7 @@ class _SSEStage:
         the body. ``shape``: the provider's event shape (OpenAI Chat Completions, Anthropic
         Messages, OpenAI Responses, Gemini); ``event``: the class of the events handed to
         ``slow`` (``stopstream.sse.Event``)."""
-    def push(self, item: bytes | bytearray | memoryview | str) -> bytes:
+    def push(self, item: _BytesLike | str) -> bytes:
         """Parses a body chunk; returns the bytes to forward (empty for none)."""
     @property
     def closing(self) -> bool:

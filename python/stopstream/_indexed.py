@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from stopstream._adapter import JSON, Emit, OnStop, Phases, View
+from stopstream._adapter import (
+    CLOSING_PHASE,
+    DRAINING_PHASE,
+    JSON,
+    Emit,
+    OnStop,
+    OpenText,
+    Phases,
+    View,
+)
 from stopstream._core import StopFilter
 
 if TYPE_CHECKING:
@@ -91,9 +100,9 @@ class IndexedMachine(Phases):
         stopped here."""
         return self.stopped or self._all_done()
 
-    def text_filters(self) -> list[tuple[Any, StopFilter]]:
+    def text_filters(self) -> list[OpenText]:
         """The open streams' indices and filters."""
-        return [(i, f) for i, f in self.open_filters.items() if type(i) is int]
+        return [OpenText(i, f) for i, f in self.open_filters.items() if type(i) is int]
 
     def _all_done(self) -> bool:
         if self.open_filters or not self._streams:
@@ -118,7 +127,7 @@ class IndexedMachine(Phases):
             emitted = None if not kept and not keep else {**chunk, self.items: kept}
         if self._all_done() and any(s.status == STOPPED for s in self._streams.values()):
             self.stopped = True
-            self._phase = "closing" if self._on_stop == "close" else "draining"
+            self._phase = CLOSING_PHASE if self._on_stop == "close" else DRAINING_PHASE
         return [] if emitted is None else [(emitted, chunk)]
 
     def _item(self, item: JSON, position: int, chunk: JSON) -> JSON | None:

@@ -39,10 +39,14 @@ import importlib
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from stopstream._adapter import (
+    CLOSING_PHASE,
+    DRAINING_PHASE,
+    ENDED_PHASE,
     JSON,
     AsyncAdapterStream,
     Emit,
     OnStop,
+    OpenText,
     Phases,
     Shape,
     SingleView,
@@ -129,12 +133,12 @@ class ResponsesMachine(Phases):
 
     # --- the native SSE stage (``stopstream.sse``) ----------------------------------------
 
-    def text_filters(self) -> list[tuple[Any, ...]]:
-        """The open parts the native stage may feed: ``((output_index, content_index), filter,
-        emitted texts)`` for the parts with int keys and no logprobs waiting for a delta. The
+    def text_filters(self) -> list[OpenText]:
+        """The open parts the native stage may feed, keyed ``(output_index, content_index)``,
+        with their emitted texts: the parts with int keys and no logprobs waiting for a delta. The
         stage appends the text each delta emits to the part's list, as ``_delta`` does."""
         return [
-            (key, part.filter, part.text)
+            OpenText(key, part.filter, part.text)
             for key, part in self._parts.items()
             if type(key[0]) is int and type(key[1]) is int and not part.pending_logprobs
         ]
@@ -158,17 +162,17 @@ class ResponsesMachine(Phases):
 
     def feed(self, event: JSON) -> list[Emit]:
         phase = self._phase
-        if phase == "ended" or phase == "closing":
+        if phase in (ENDED_PHASE, CLOSING_PHASE):
             return []
         kind = event.get("type")
         if isinstance(event.get("sequence_number"), int):
             self._numbered = True
-        if phase == "draining":
+        if phase == DRAINING_PHASE:
             if kind in TERMINAL:
                 response = event.get("response")
                 if isinstance(response, dict):
                     self._response = response
-                self._phase = "ended"
+                self._phase = ENDED_PHASE
                 return [self._number(self._completed(), None)]
             return []
         if kind == TEXT_DELTA:
@@ -206,7 +210,7 @@ class ResponsesMachine(Phases):
             self.complete = True
             status = (event.get("response") or {}).get("status")
             self.status = status if isinstance(status, str) else kind.rpartition(".")[2]
-            self._phase = "ended"
+            self._phase = ENDED_PHASE
             emits.append(self._number(event, event))
             return emits
         return [self._number(event, event)]
@@ -303,7 +307,7 @@ class ResponsesMachine(Phases):
         self.stop_sequence = f.stop_sequence
         self.stop_index = f.stop_index
         self.stop_sequences[key] = f.stop_sequence
-        self._phase = "closing" if self._on_stop == "close" else "draining"
+        self._phase = CLOSING_PHASE if self._on_stop == "close" else DRAINING_PHASE
         output_index, content_index = key
         item_id = event.get("item_id", part.item_id)
         text = "".join(part.text)
@@ -371,8 +375,8 @@ class ResponsesMachine(Phases):
 
     def end(self) -> list[Emit]:
         phase = self._phase
-        self._phase = "ended"
-        if phase == "closing" or phase == "draining":
+        self._phase = ENDED_PHASE
+        if phase in (CLOSING_PHASE, DRAINING_PHASE):
             return [self._number(self._completed(), None)]
         # The upstream ended without a terminal event: invent no ending, keep what is held.
         return []

@@ -18,6 +18,10 @@ StopReason: TypeAlias = Literal["stop_sequence", "end"]
 """Why a text filter or stream ended (its ``stop_reason``): a stop sequence fired, or the input
 ended without one."""
 
+BytesLike: TypeAlias = bytes | bytearray | memoryview
+"""A bytes chunk: what every bytes input takes (not exported: ``bytes``, ``bytearray`` or
+``memoryview``)."""
+
 TokenStopReason: TypeAlias = Literal["stop_sequence", "stop_token", "end"]
 """Why a :class:`~stopstream.TokenStopFilter` ended: a stop sequence fired, a stop token id
 came, or the input ended without either."""

@@ -38,11 +38,16 @@ from collections.abc import AsyncIterable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from stopstream._adapter import (
+    CLOSING_PHASE,
+    DRAINING_PHASE,
+    ENDED_PHASE,
     JSON,
+    OPEN_PHASE,
     AsyncAdapterStream,
     Emit,
     ModelDriver,
     OnStop,
+    OpenText,
     Phases,
     Shape,
     SingleView,
@@ -86,6 +91,16 @@ _DELTA_USAGE_FIELDS = (
 _MESSAGE_STOP: JSON = {"type": "message_stop"}
 
 
+class _Block:
+    """One content block of the message: its type and, while its text is scanned, its filter."""
+
+    __slots__ = ("filter", "kind")
+
+    def __init__(self, kind: Any) -> None:
+        self.kind = kind  # the content block's type ("text" until a start names another)
+        self.filter: StopFilter | None = None
+
+
 class MessagesMachine(Phases):
     """The Messages adapter over decoded events (dicts); see the module docstring."""
 
@@ -95,8 +110,8 @@ class MessagesMachine(Phases):
         self, stops: Stops, include_stop: bool | None = None, on_stop: OnStop = "close"
     ) -> None:
         super().__init__(stops, include_stop, on_stop)
-        self._kinds: dict[Any, Any] = {}  # block index -> content block type
-        self._filters: dict[Any, StopFilter] = {}  # open text blocks
+        # Block index -> its record, in the order the open text blocks' filters were made.
+        self._blocks: dict[Any, _Block] = {}
         self._usage: JSON = {}  # the latest usage reported, merged
         self.stopped = False
         self.stop_reason: str | None = None
@@ -114,31 +129,35 @@ class MessagesMachine(Phases):
     @property
     def pending(self) -> str:
         """The text held back in the open text blocks (in block order)."""
-        return "".join(f.pending for f in self._filters.values())
+        return "".join(f.pending for _, f in self._open())
 
-    def text_filters(self) -> list[tuple[Any, StopFilter]]:
+    def text_filters(self) -> list[OpenText]:
         """The open text blocks' indices and filters (those whose deltas are scanned)."""
-        kinds = self._kinds
         return [
-            (i, f)
-            for i, f in self._filters.items()
-            if type(i) is int and kinds.get(i, "text") == "text"
+            OpenText(i, b.filter)
+            for i, b in self._blocks.items()
+            if b.filter is not None and type(i) is int and b.kind == "text"
         ]
+
+    def _open(self) -> list[tuple[Any, StopFilter]]:
+        """The blocks whose text is scanned and not ended, in the order their filters were
+        made."""
+        return [(i, b.filter) for i, b in self._blocks.items() if b.filter is not None]
 
     def view(self) -> View:
         return MessagesView(self)
 
     def feed(self, event: JSON) -> list[Emit]:
         phase = self._phase
-        if phase == "ended" or phase == "closing":
+        if phase in (ENDED_PHASE, CLOSING_PHASE):
             return []
         kind = event.get("type")
-        if phase == "draining":
+        if phase == DRAINING_PHASE:
             if kind == "ping":
                 return [(event, event)]
             if kind == "message_delta":
                 self._track_usage(event.get("usage"))
-                self._phase = "ended"
+                self._phase = ENDED_PHASE
                 return [(self._final_delta(event), event), (dict(_MESSAGE_STOP), None)]
             return []
         if kind == "content_block_delta":
@@ -147,7 +166,8 @@ class MessagesMachine(Phases):
             return self._block_start(event)
         if kind == "content_block_stop":
             index = event.get("index")
-            f = self._filters.get(index)
+            block = self._blocks.get(index)
+            f = block.filter if block is not None else None
             emits = self._end_block(index, f) if f is not None else []
             emits.append((event, event))
             return emits
@@ -178,16 +198,26 @@ class MessagesMachine(Phases):
         return [(event, event)]  # message_stop, ping, error, and anything new
 
     def _filter(self, index: Any) -> StopFilter:
-        f = self._filters.get(index)
-        if f is None:
-            f = self._filters[index] = StopFilter(self._set)
-            self.stop_sequences.setdefault(index, None)
+        blocks = self._blocks
+        block = blocks.get(index)
+        if block is None:
+            block = blocks[index] = _Block("text")
+        elif block.filter is not None:
+            return block.filter
+        else:
+            blocks[index] = blocks.pop(index)  # the open blocks go in the order of their filters
+        f = block.filter = StopFilter(self._set)
+        self.stop_sequences.setdefault(index, None)
         return f
 
     def _block_start(self, event: JSON) -> list[Emit]:
         index, block = event.get("index"), event.get("content_block")
         kind = block.get("type") if isinstance(block, dict) else None
-        self._kinds[index] = kind
+        record = self._blocks.get(index)
+        if record is None:
+            self._blocks[index] = _Block(kind)
+        else:
+            record.kind = kind
         if kind != "text" or not isinstance(block, dict):
             return [(event, event)]
         f = self._filter(index)
@@ -205,7 +235,7 @@ class MessagesMachine(Phases):
         if (
             not isinstance(delta, dict)
             or delta.get("type") != "text_delta"
-            or self._kinds.get(index, "text") != "text"
+            or (index in self._blocks and self._blocks[index].kind != "text")
         ):
             return [(event, event)]
         text = delta.get("text")
@@ -224,7 +254,7 @@ class MessagesMachine(Phases):
     def _stop(self, index: Any, f: StopFilter) -> list[Emit]:
         """A stop fired in block ``index``: the events that close the block (the message's
         ``message_delta`` and ``message_stop`` are ``end()``'s)."""
-        self._filters.pop(index, None)
+        self._blocks[index].filter = None
         self._stopped(index, f)
         return [({"type": "content_block_stop", "index": index}, None)]
 
@@ -234,12 +264,12 @@ class MessagesMachine(Phases):
         self.stop_reason = "stop_sequence"
         self.stop_sequence = f.stop_sequence
         self.stop_index = f.stop_index
-        self._phase = "closing" if self._on_stop == "close" else "draining"
+        self._phase = CLOSING_PHASE if self._on_stop == "close" else DRAINING_PHASE
 
     def _end_block(self, index: Any, f: StopFilter) -> list[Emit]:
         """Block ``index``'s text ends: what its filter still holds, as a ``text_delta``. A stop
         that the end decides is a stop like any other."""
-        del self._filters[index]
+        self._blocks[index].filter = None
         tail = scan(f, None, True)
         emits: list[Emit] = [(self._text_delta(index, tail), None)] if tail else []
         if f.stopped:
@@ -258,7 +288,7 @@ class MessagesMachine(Phases):
         """The message ends with blocks still open: each one's text ends, in block order, up
         to the first that a stop ends (which then also gets its ``content_block_stop``)."""
         emits: list[Emit] = []
-        for index, f in list(self._filters.items()):
+        for index, f in self._open():
             emits.extend(self._end_block(index, f))
             if self.stopped:
                 emits.append(({"type": "content_block_stop", "index": index}, None))
@@ -288,8 +318,8 @@ class MessagesMachine(Phases):
 
     def end(self) -> list[Emit]:
         phase = self._phase
-        self._phase = "ended"
-        if phase == "closing" or phase == "draining":
+        self._phase = ENDED_PHASE
+        if phase in (CLOSING_PHASE, DRAINING_PHASE):
             # ``_final``: the upstream's own ``message_delta``, when the stop was decided
             # there (its usage is final).
             return [(self._final_delta(self._final), None), (dict(_MESSAGE_STOP), None)]
@@ -351,8 +381,8 @@ class _MessagesDriver(ModelDriver):
     def _refresh(self) -> None:
         table = self.open_text
         table.clear()
-        if self._messages._phase == "open":
-            table.update(self._messages.text_filters())
+        if self._messages._phase == OPEN_PHASE:
+            table.update(t[:2] for t in self._messages.text_filters())
 
 
 def _messages_stage(machine: MessagesMachine) -> _SDKStage:

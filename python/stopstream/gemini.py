@@ -46,6 +46,9 @@ from collections.abc import AsyncIterable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from stopstream._adapter import (
+    CLOSING_PHASE,
+    DRAINING_PHASE,
+    ENDED_PHASE,
     JSON,
     AsyncAdapterStream,
     Emit,
@@ -117,9 +120,9 @@ class GeminiMachine(IndexedMachine):
 
     def feed(self, chunk: JSON) -> list[Emit]:
         phase = self._phase
-        if phase == "ended" or phase == "closing":
+        if phase in (ENDED_PHASE, CLOSING_PHASE):
             return []
-        if phase == "draining":
+        if phase == DRAINING_PHASE:
             self._drained = chunk
             return []
         candidates = chunk.get("candidates")
@@ -151,8 +154,8 @@ class GeminiMachine(IndexedMachine):
 
     def end(self) -> list[Emit]:
         phase = self._phase
-        self._phase = "ended"
-        if phase == "draining" and self._drained is not None:
+        self._phase = ENDED_PHASE
+        if phase == DRAINING_PHASE and self._drained is not None:
             drained = self._drained
             usage: JSON = {}
             for camel, snake in _CHUNK_FIELDS:

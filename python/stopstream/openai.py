@@ -50,7 +50,11 @@ from collections.abc import AsyncIterable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from stopstream._adapter import (
+    CLOSING_PHASE,
+    DRAINING_PHASE,
+    ENDED_PHASE,
     JSON,
+    OPEN_PHASE,
     AsyncAdapterStream,
     Emit,
     ModelDriver,
@@ -126,12 +130,12 @@ class ChatMachine(IndexedMachine):
 
     def feed(self, chunk: JSON) -> list[Emit]:
         phase = self._phase
-        if phase == "ended" or phase == "closing":
+        if phase in (ENDED_PHASE, CLOSING_PHASE):
             return []
         usage = chunk.get("usage")
         if usage is not None:
             self._usage = usage
-        if phase == "draining":
+        if phase == DRAINING_PHASE:
             if usage is not None:
                 self._drained = chunk
             return []
@@ -181,15 +185,15 @@ class ChatMachine(IndexedMachine):
 
     def end(self) -> list[Emit]:
         phase = self._phase
-        if phase == "ended":
+        if phase == ENDED_PHASE:
             return []
-        self._phase = "ended"
-        if phase == "open":
+        self._phase = ENDED_PHASE
+        if phase == OPEN_PHASE:
             # The upstream ended by itself: its chunks released everything a finished choice
             # held. A choice without its ``finish_reason`` was dropped, not finished: invent
             # no ending, and keep its held text (``pending``).
             return []
-        if phase == "draining" and self._drained is not None:
+        if phase == DRAINING_PHASE and self._drained is not None:
             drained = self._drained
             if drained.get("choices"):
                 drained = {**drained, "choices": []}

@@ -72,18 +72,19 @@ from stopstream._adapter import (
     Emit,
     Machine,
     OnStop,
-    Shape,
     SyncAdapterStream,
 )
 from stopstream._core import _SSEStage
 from stopstream._indexed import IndexedView
 from stopstream._responses import ResponsesMachine, ResponsesView
+from stopstream._streaming_apis import BY_SHAPE
 from stopstream.anthropic import MessagesMachine, MessagesView
 from stopstream.gemini import GeminiMachine
 from stopstream.openai import ChatMachine
 
 if TYPE_CHECKING:
-    from stopstream._types import Stops
+    from stopstream._streaming_apis import StreamingApi
+    from stopstream._types import BytesLike, Stops
 
 __all__ = [
     "AnthropicSSEStream",
@@ -109,8 +110,6 @@ def __dir__() -> list[str]:
     # The API only: not this module's imports and helpers.
     return sorted(__all__)
 
-
-BytesLike = bytes | bytearray | memoryview
 
 _EOL = re.compile(rb"\r\n|\r|\n")
 _BOM = b"\xef\xbb\xbf"
@@ -286,7 +285,8 @@ class SSEDriver:
 
     def __init__(self, machine: Machine) -> None:
         self._machine = machine
-        self._openai, self._named = _FRAMING[machine.shape]
+        api = BY_SHAPE[machine.shape]
+        self._openai, self._named = api.done, api.named
         self._parser = SSEParser()
         self._ended = False  # nothing more is written
         self._done = False  # "data: [DONE]" written
@@ -325,11 +325,13 @@ class SSEDriver:
 
     def _state(self) -> tuple[bool, bool, list[tuple[Any, ...]], int | None]:
         """(the common case may be handled natively, closing, the open text streams as
-        ``(id, filter)`` or, for the Responses API, ``((output_index, content_index), filter,
+        ``(id, filter)`` or, with a list of emitted texts (the Responses API), ``(id, filter,
         emitted texts)``, the last sequence number emitted or ``None``)."""
         machine = self._machine
         fast = not self._ended and machine.open
-        streams = machine.text_filters() if fast else []
+        streams = (
+            [t if t.emitted is not None else t[:2] for t in machine.text_filters()] if fast else []
+        )
         return fast, machine.closing, streams, machine.sequence
 
     def _end(self, eol: bytes, seen: bytes | int | None) -> bytes:
@@ -397,20 +399,12 @@ class SSEDriver:
                 out += b"data: " + _dumps(value) + eol + eol
 
 
-_FRAMING: dict[Shape, tuple[bool, bool]] = {
-    # (``data: [DONE]`` ends the body and follows a stop, the events a machine adds are
-    # written with an ``event:`` line naming their type)
-    "chat": (True, False),
-    "messages": (False, True),
-    "responses": (False, True),
-    "gemini": (False, False),
-}
-
-
-def native_stage(machine: Machine) -> _SSEStage:
+def native_stage(machine: Machine) -> _SSEStage | SSEDriver:
     """The stage the SSE streams run: native parsing, ``SSEDriver`` for all but the common
-    event."""
+    event; ``SSEDriver`` alone for an API the core has no rules for (its row's ``native``)."""
     driver = SSEDriver(machine)
+    if not BY_SHAPE[machine.shape].native:
+        return driver
     return _SSEStage(driver._slow, driver._state, driver._end, machine.shape, Event)
 
 
@@ -561,3 +555,32 @@ def awrap_gemini(
     """Async twin of ``wrap_gemini``."""
     machine = GeminiMachine(stops, include_stop, on_stop, candidate_count)
     return AsyncGeminiSSEStream(body, native_stage(machine), machine.view())
+
+
+def _wrap(
+    api: StreamingApi,
+    body: Iterable[BytesLike],
+    stops: Stops,
+    *,
+    include_stop: bool | None = None,
+    on_stop: OnStop = "close",
+    count: int | None = None,
+) -> SyncAdapterStream[bytes]:
+    """``wrap_openai`` and its siblings for the API ``api`` names (``count``: ``n`` or
+    ``candidate_count``, for the APIs that have it)."""
+    machine = api.machine(stops, include_stop, on_stop, count)
+    return SyncAdapterStream(body, native_stage(machine), machine.view())
+
+
+def _awrap(
+    api: StreamingApi,
+    body: AsyncIterable[BytesLike],
+    stops: Stops,
+    *,
+    include_stop: bool | None = None,
+    on_stop: OnStop = "close",
+    count: int | None = None,
+) -> AsyncAdapterStream[bytes]:
+    """Async twin of ``_wrap``."""
+    machine = api.machine(stops, include_stop, on_stop, count)
+    return AsyncAdapterStream(body, native_stage(machine), machine.view())
