@@ -96,6 +96,13 @@ def bench_detokenizer(tokenizer: Any, requests: list[Any], tokens: list[list[int
     IncrementalDetokenizer = _vllm("vllm.v1.engine.detokenizer").IncrementalDetokenizer
 
     dets = [IncrementalDetokenizer.from_new_request(tokenizer, r) for r in requests]
+    plugin = _vllm("stopstream.vllm")
+    if plugin._state["classes"][0].from_new_request == plugin._state["classes"][2] and (
+        requests[0].sampling_params.stop
+    ):
+        # Served by the plugin, not handed back to vLLM's own (a list over the bounds would be).
+        kinds = {type(d).__name__ for d in dets}
+        assert kinds <= {"TokenDetokenizer", "StopDetokenizer"}, kinds
     steps = len(tokens[0])
     t0 = time.thread_time()
     for s in range(steps):

@@ -125,13 +125,17 @@ def _over(extra: Any, bound: str, bounds: Bounds | None = None, own: Any = None)
     "bound, extra, own",
     [
         ("stops", {"stop": [f"s{i}" for i in range(1024)]}, ["own"]),
-        ("stop_bytes", {"stop": ["x" * ((16 << 10) + 1)]}, None),
-        ("stop_bytes", {"stop": ["x" * 8000], "skip": [["<" * 4000, ">" * 4400]]}, None),
+        ("stop_bytes", {"stop": ["x" * (Bounds().stop_bytes + 1)]}, None),
+        ("stop_bytes", {"stop": ["x" * 16000], "skip": [["<" * 8000, ">" * 8800]]}, None),
         ("regexes", {"stop": [{"regex": f"a{i}"} for i in range(9)]}, None),
         ("pattern_bytes", {"stop": [{"regex": "a" * 1025}]}, None),
         ("regex_size", {"stop": [{"regex": r"(\w+\s?){1,200}z"}]}, None),
         ("skip_pairs", {"skip": [["<", ">"]] * 17}, None),
-        ("option_bytes", json.dumps({"stop": ["a"], "skip_until": "b" * (64 << 10)}), None),
+        (
+            "option_bytes",
+            json.dumps({"stop": ["a"], "skip_until": "b" * Bounds().option_bytes}),
+            None,
+        ),
     ],
 )
 def test_each_bound_is_a_value_error_naming_it_and_its_limit(

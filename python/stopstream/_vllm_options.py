@@ -47,12 +47,12 @@ class Bounds:
     pairs; ``option_bytes``: the option's JSON text."""
 
     stops: int = 1024
-    stop_bytes: int = 16 << 10
+    stop_bytes: int = 32 << 10
     regexes: int = 8
     pattern_bytes: int = 1024
     regex_size: int = 64 << 10
     skip_pairs: int = 16
-    option_bytes: int = 64 << 10
+    option_bytes: int = 128 << 10
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> tuple[Bounds, list[str]]:
