@@ -38,7 +38,7 @@ from typing import Any
 
 from ._vllm_detok import StopDetokenizer
 from ._vllm_fast import TokenDetokenizer, vocab_for
-from ._vllm_options import BOUND_ENV, Bounds, Reasoning, RequestStops, read_options
+from ._vllm_options import BOUND_ENV, EXTRA_KEY, Bounds, Reasoning, RequestStops, read_options
 
 __all__ = [
     "TESTED",
@@ -312,7 +312,7 @@ def _reject_options(reason: str) -> None:
         verify = params_cls.verify
     except Exception:
         return  # nothing validates requests in Python here
-    key = _options_key()
+    key = EXTRA_KEY
 
     def rejecting_verify(self: Any, *args: Any, **kwargs: Any) -> Any:
         extra = getattr(self, "extra_args", None)
@@ -324,12 +324,6 @@ def _reject_options(reason: str) -> None:
         return verify(self, *args, **kwargs)
 
     params_cls.verify = rejecting_verify
-
-
-def _options_key() -> str:
-    from ._vllm_options import EXTRA_KEY
-
-    return EXTRA_KEY
 
 
 def _reasoning(config: Any, tokenizer: Any) -> Reasoning | None:
