@@ -291,3 +291,14 @@ def test_version_is_the_distributions() -> None:
     from importlib.metadata import version
 
     assert stopstream.__version__ == version("stopstream")
+
+
+def test_sizeof_counts_the_compiled_automata() -> None:
+    """``sys.getsizeof`` of a list counts what it compiled (caches bound themselves by it)."""
+    import sys
+
+    small = sys.getsizeof(stopstream.StopSet(["a"]))
+    big = sys.getsizeof(stopstream.StopSet([f"{i:05}-".ljust(32, "q") for i in range(1000)]))
+    regex = sys.getsizeof(stopstream.StopSet([stopstream.Regex(r"\w{1,3}z")]))
+    assert 0 < small < 100_000 < regex
+    assert big > 1_000_000

@@ -109,6 +109,14 @@ def test_the_memo_is_bounded_in_bytes() -> None:
         read_options(params(None, json.dumps({"stop": [f"{k}-" + "x" * 4000]})))
     assert len(_vllm_options._MEMO) <= _vllm_options.MEMO_ENTRIES
     assert _vllm_options._memo_bytes <= _vllm_options.MEMO_BYTES
+    # Lists whose compiled automata are large: the bytes bound them, not the count.
+    _vllm_options.forget()
+    big = [f"{i:05}-".ljust(32, "q") for i in range(900)]
+    for k in range(40):
+        read_options(params(None, json.dumps({"stop": [f"{k}{s}" for s in big]})))
+    assert 0 < len(_vllm_options._MEMO) < 40
+    assert _vllm_options._memo_bytes >= len(_vllm_options._MEMO) * 1_000_000
+    assert _vllm_options._memo_bytes <= _vllm_options.MEMO_BYTES
     _vllm_options.forget()
     assert not _vllm_options._MEMO
 

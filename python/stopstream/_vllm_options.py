@@ -10,8 +10,8 @@ Any client can send these options, so everything is bounded before expensive wor
 a default per bound, an environment variable to change it) and every error is a ``ValueError``
 naming the option or the bound, which vLLM reports as a 400. Validation's result is what the
 detokenizer uses: :func:`read_options` keeps the last lists it read (:data:`MEMO_ENTRIES`
-entries, :data:`MEMO_BYTES` bytes of options at most), so the request's own later read finds
-its options compiled.
+entries, :data:`MEMO_BYTES` bytes of options and compiled lists at most), so the request's
+own later read finds its options compiled.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -48,7 +49,7 @@ class Bounds:
 
     stops: int = 1024
     stop_bytes: int = 32 << 10
-    regexes: int = 8
+    regexes: int = 4
     pattern_bytes: int = 1024
     regex_size: int = 64 << 10
     skip_pairs: int = 16
@@ -203,18 +204,20 @@ def _extra(params: Any, bounds: Bounds) -> tuple[dict[str, Any], str | None] | N
 
 # The options read last, by their JSON text and the request's own fields: validation reads and
 # compiles a request's options, and its detokenizer (after vLLM copies the request) finds them
-# here. Bounded in entries and in bytes of option text; the compiled lists they hold are
-# bounded by the core's own cache of compiled lists.
+# here. Bounded in entries and in bytes: the option text and the compiled list an entry holds
+# (``sys.getsizeof`` of a ``StopSet`` counts its automata). A list at every bound compiles to
+# about 4.2 MiB, so the bytes keep a few of those, or many lists of ordinary size.
 _MEMO: OrderedDict[Any, RequestStops] = OrderedDict()
 _MEMO_SIZE: dict[Any, int] = {}
 MEMO_ENTRIES = 64
-MEMO_BYTES = 256 << 10
+MEMO_BYTES = 16 << 20
 _memo_bytes = 0
 
 
-def _remember(key: Any, value: RequestStops, size: int) -> None:
+def _remember(key: Any, value: RequestStops, text_bytes: int) -> None:
     global _memo_bytes
-    if size > MEMO_BYTES // 4:
+    size = text_bytes + sys.getsizeof(value.compiled)
+    if size > MEMO_BYTES // 2:
         return
     if key in _MEMO:
         _MEMO.move_to_end(key)

@@ -39,7 +39,7 @@ pub enum CompiledStops {
 
 impl CompiledStops {
     /// Compiles plain stops, or returns the same list compiled recently (the cache below,
-    /// bounded: emptied past 512 lists or 64 MiB).
+    /// bounded: emptied past 512 lists or 16 MiB).
     pub fn literal<B: AsRef<[u8]>>(stops: &[B]) -> Result<CompiledStops, Error> {
         // The kind first: an empty literal list and an empty composed one have no field.
         let mut key = vec![LITERAL];
@@ -116,6 +116,14 @@ impl CompiledStops {
         }
     }
 
+    /// The heap the compiled list holds, in bytes (what caches of compiled lists count).
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            CompiledStops::Literal(s) => s.heap_bytes(),
+            CompiledStops::Composed(m) => m.heap_bytes(),
+        }
+    }
+
     /// The literal automaton, when the list is literal.
     pub fn literal_set(&self) -> Option<&Arc<StopSet>> {
         match self {
@@ -139,8 +147,12 @@ const COMPOSED: u8 = b'C';
 
 /// Lists kept before the cache is emptied.
 const MAX_ENTRIES: usize = 512;
-/// Compiled bytes kept before the cache is emptied.
-const MAX_BYTES: usize = 64 << 20;
+/// Compiled bytes kept before the cache is emptied. A list of 1,000 word-like stops compiles
+/// to about 1.7 MiB, one of 10,000 to 7.8 MiB, so this keeps the lists a gateway reuses. At
+/// 64 MiB a server sent fresh lists of 32 KiB of stops (4.2 MiB each) grew by 17 MiB a
+/// process between its 50th and 100th request: a bound that large is not reached soon enough
+/// to keep memory flat.
+const MAX_BYTES: usize = 16 << 20;
 
 /// A cached list and the key it was compiled from (which starts with the list's kind).
 type Entry = (Box<[u8]>, CompiledStops);
@@ -170,10 +182,7 @@ fn get_or_compile(
         }
     }
     let compiled = compile()?;
-    let size = match &compiled {
-        CompiledStops::Literal(s) => s.heap_bytes(),
-        CompiledStops::Composed(m) => m.heap_bytes(),
-    };
+    let size = compiled.heap_bytes();
     let mut guard = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if guard.entries >= MAX_ENTRIES || guard.bytes + size > MAX_BYTES {
         *guard = Cache::default();

@@ -314,6 +314,11 @@ impl Compiled {
         self.tuple.bind(py).len()
     }
 
+    /// The object and the compiled list it holds, in bytes (`sys.getsizeof`).
+    fn __sizeof__(&self) -> usize {
+        std::mem::size_of::<Self>() + self.core.heap_bytes()
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let stops = self.tuple.bind(py).repr()?;
         let skip = self.skip_repr(py)?;
