@@ -24,8 +24,13 @@ from typing import Any
 
 import anthropic.types as anthropic_types
 import openai.types.chat as openai_types
+from anthropic import NOT_GIVEN as anthropic_not_given
 from anthropic._models import construct_type
+from anthropic.lib.streaming import AsyncMessageStream, MessageStream
 from google.genai import types as genai_types
+from openai import omit as openai_omit
+from openai.lib.streaming.chat import AsyncChatCompletionStream, ChatCompletionStream
+from openai.lib.streaming.responses import AsyncResponseStream, ResponseStream
 from openai.types.responses import ResponseStreamEvent
 from pydantic import TypeAdapter
 
@@ -52,6 +57,17 @@ class UpstreamError(Exception):
     pass
 
 
+class Response:
+    """What an SDK stream helper takes from its raw stream's ``response`` (closed on the
+    helper's ``close()``; the upstream's own ``close()`` is what the matrix counts)."""
+
+    def close(self) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
+
+
 class Upstream:
     """A sync SDK-like stream over ``items``."""
 
@@ -75,6 +91,7 @@ class Upstream:
         self.unblock = threading.Event()
         self.dropped = False
         self.error: UpstreamError | None = None
+        self.response = Response()
 
     def __iter__(self) -> Iterator[Any]:
         return self._gen()
@@ -138,6 +155,7 @@ class AsyncUpstream:
         self.unblock = asyncio.Event()
         self.dropped = False
         self.error: UpstreamError | None = None
+        self.response = Response()
 
     def __aiter__(self) -> AsyncIterator[Any]:
         return self._gen()
@@ -547,6 +565,81 @@ def _provider_entries() -> list[Entry]:
     return out
 
 
-ENTRIES = _entries() + _provider_entries()
+# --- the SDKs' own stream helpers, built over the instrumented upstream -------------------------
+
+
+def _chat_helper(up: Any, is_async: bool) -> Any:
+    cls = AsyncChatCompletionStream if is_async else ChatCompletionStream
+    return cls(raw_stream=up, response_format=openai_omit, input_tools=openai_omit)
+
+
+def _responses_helper(up: Any, is_async: bool) -> Any:
+    cls = AsyncResponseStream if is_async else ResponseStream
+    return cls(raw_stream=up, text_format=openai_omit, input_tools=openai_omit, starting_after=None)
+
+
+def _messages_helper(up: Any, is_async: bool) -> Any:
+    cls = AsyncMessageStream if is_async else MessageStream
+    return cls(up, output_format=anthropic_not_given)
+
+
+def helper_chunks(out: list[Any]) -> list[Any]:
+    """The chunks a Chat helper's events carry."""
+    return [e.chunk for e in out if e.type == "chunk"]
+
+
+def _helper_entries() -> list[Entry]:
+    out: list[Entry] = []
+    for is_async in (False, True):
+        a = "a" if is_async else ""
+        chat = ss_openai.awrap_chat if is_async else ss_openai.wrap_chat
+        resp = ss_openai.awrap_responses if is_async else ss_openai.wrap_responses
+        msgs = ss_anthropic.awrap_messages if is_async else ss_anthropic.wrap_messages
+        for name, items, helper, wrap, text, final, offset in (
+            (
+                f"openai.{a}wrap_chat[helper]",
+                lambda: sdk_chat(chat_items()),
+                _chat_helper,
+                chat,
+                lambda o: chat_text(helper_chunks(o)),
+                lambda o, stop="</stop>": chat_final(helper_chunks(o), stop),
+                0,
+            ),
+            (
+                f"openai.{a}wrap_responses[helper]",
+                lambda: sdk_responses(responses_items()),
+                _responses_helper,
+                resp,
+                responses_text,
+                responses_final,
+                RESPONSES_OFFSET,
+            ),
+            (
+                f"anthropic.{a}wrap_messages[helper]",
+                lambda: sdk_messages(messages_items()),
+                _messages_helper,
+                msgs,
+                messages_text,
+                messages_final,
+                MESSAGES_OFFSET,
+            ),
+        ):
+            out.append(
+                Entry(
+                    name,
+                    is_async,
+                    items,
+                    lambda up, stops=STOPS, h=helper, w=wrap, x=is_async: w(h(up, x), stops),
+                    text,
+                    final,
+                    offset,
+                    5,
+                    True,
+                )
+            )
+    return out
+
+
+ENTRIES = _entries() + _provider_entries() + _helper_entries()
 SYNC_ENTRIES = [e for e in ENTRIES if not e.is_async]
 ASYNC_ENTRIES = [e for e in ENTRIES if e.is_async]

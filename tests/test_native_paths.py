@@ -539,7 +539,7 @@ def test_sdk_chat_fast_path_matches_the_machine(
     data: st.DataObject, n: int, stops: list[str], include: bool, on_stop: str
 ) -> None:
     chunks = objects(data.draw(chat_events(n)), CHUNK.validate_python)
-    native = wrap_chat(chunks, stops, include_stop=include, on_stop=on_stop)  # type: ignore[arg-type]
+    native = wrap_chat(chunks, stops, include_stop=include, on_stop=on_stop)  # type: ignore[call-overload]
     machine = ChatMachine(stops, include, on_stop)  # type: ignore[arg-type]
     python = SyncAdapterStream[Any](chunks, ModelDriver(machine))
     same_objects(run(native), run(python), chunks)
@@ -559,7 +559,7 @@ def test_sdk_messages_fast_path_matches_the_machine(
     data: st.DataObject, stops: list[str], include: bool, on_stop: str
 ) -> None:
     events = objects(data.draw(messages_events()), EVENT.validate_python)
-    native = wrap_messages(events, stops, include_stop=include, on_stop=on_stop)  # type: ignore[arg-type]
+    native = wrap_messages(events, stops, include_stop=include, on_stop=on_stop)  # type: ignore[call-overload]
     machine = MessagesMachine(stops, include, on_stop)  # type: ignore[arg-type]
     python = SyncAdapterStream[Any](events, ModelDriver(machine, _rebuild))
     same_objects(run(native), run(python), events)

@@ -370,13 +370,13 @@ def test_close_from_inside_the_upstream_ends_the_stream() -> None:
 
 def test_argument_errors() -> None:
     with pytest.raises(ValueError, match="on_stop"):
-        wrap_chat([], ["x"], on_stop="later")  # type: ignore[arg-type]
+        wrap_chat([], ["x"], on_stop="later")  # type: ignore[call-overload]
     with pytest.raises(ValueError, match="n must"):
         wrap_chat([], ["x"], n=0)
     with pytest.raises(ValueError, match="position 1"):
         wrap_chat([], ["x", ""])
     with pytest.raises(TypeError):
-        wrap_chat(42, ["x"])  # type: ignore[arg-type]
+        wrap_chat(42, ["x"])  # type: ignore[call-overload]
     with pytest.raises(TypeError, match="int"):
         next(wrap_chat([42], ["x"]))
 

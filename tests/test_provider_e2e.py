@@ -136,7 +136,7 @@ def test_responses_stop_decided_by_the_end_with_the_real_client(
     fake.responses = response_events(ResponseScript([Item("message", [["It is", " the e", "nd"]])]))
     with openai_client(url) as client:
         upstream = client.responses.create(model="gpt-test", input="Hi", stream=True)
-        with wrap_responses(upstream, [Regex(r"\bend\b")], on_stop=on_stop) as stream:  # type: ignore[arg-type]
+        with wrap_responses(upstream, [Regex(r"\bend\b")], on_stop=on_stop) as stream:  # type: ignore[call-overload]
             events: list[Any] = list(stream)
     text_deltas = by_type(events, "response.output_text.delta")
     assert "".join(e.delta for e in text_deltas) == "It is the "

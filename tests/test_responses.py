@@ -251,7 +251,7 @@ def test_input_events_are_not_modified() -> None:
 
 def test_bad_on_stop_is_rejected() -> None:
     with pytest.raises(ValueError, match="on_stop"):
-        wrap_responses([], STOPS, on_stop="wait")  # type: ignore[arg-type]
+        wrap_responses([], STOPS, on_stop="wait")  # type: ignore[call-overload]
 
 
 @settings(max_examples=examples(150), deadline=None)

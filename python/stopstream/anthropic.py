@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import AsyncIterable, Iterable
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, overload
 
+from stopstream import _sdk_helpers
 from stopstream._adapter import (
     CLOSING_PHASE,
     DRAINING_PHASE,
@@ -61,6 +62,18 @@ from stopstream._core import StopFilter, _SDKStage, truncate
 from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:
+    from anthropic.lib.streaming import (
+        AsyncMessageStream,
+        AsyncMessageStreamManager,
+        MessageStream,
+        MessageStreamManager,
+    )
+
+    from stopstream._sdk_helpers import (
+        AsyncHelperStopStream,
+        HelperStopStream,
+        HelperStopStreamManager,
+    )
     from stopstream._types import Stops
 
 __all__ = [
@@ -436,31 +449,108 @@ else:
     AsyncMessagesStopStream = AsyncAdapterStream
 
 
+@overload
+def wrap_messages(
+    stream: MessageStreamManager[Any],
+    stops: Stops,
+    *,
+    include_stop: bool | None = None,
+    on_stop: OnStop = "close",
+) -> HelperStopStreamManager: ...
+
+
+@overload
+def wrap_messages(  # type: ignore[overload-overlap]
+    stream: MessageStream[Any],
+    stops: Stops,
+    *,
+    include_stop: bool | None = None,
+    on_stop: OnStop = "close",
+) -> HelperStopStream: ...
+
+
+@overload
 def wrap_messages(
     stream: Iterable[_T],
     stops: Stops,
     *,
     include_stop: bool | None = None,
     on_stop: OnStop = "close",
-) -> MessagesStopStream[_T]:
+) -> MessagesStopStream[_T]: ...
+
+
+def wrap_messages(
+    stream: Any,
+    stops: Stops,
+    *,
+    include_stop: bool | None = None,
+    on_stop: OnStop = "close",
+) -> Any:
     """Apply ``stops`` to a stream of Messages raw stream events (SDK objects or dicts).
 
     Yields the same kind; see the module docstring for the rules. ``on_stop``: ``"close"``
     (close the upstream as soon as the stop fires) or ``"drain"`` (read it to the end silently,
     to report the real final usage).
+
+    ``stream`` may also be the SDK's own helper, ``client.messages.stream(...)`` (the manager,
+    or the stream it gives): the result is then that helper, cut (its events with their
+    snapshots, ``text_stream``, ``get_final_message()`` naming the stop, ``get_final_text()``),
+    with the attributes above.
     """
+    found = _sdk_helpers.kind(stream)
+    if found is not None:
+        return _sdk_helpers.wrap_helper(
+            stream,
+            found,
+            lambda raw: wrap_messages(raw, stops, include_stop=include_stop, on_stop=on_stop),
+            lambda raw: awrap_messages(raw, stops, include_stop=include_stop, on_stop=on_stop),
+        )
     machine = MessagesMachine(stops, include_stop, on_stop)
     return MessagesStopStream(stream, _messages_stage(machine), machine.view())
 
 
+@overload
+def awrap_messages(
+    stream: AsyncMessageStreamManager[Any],
+    stops: Stops,
+    *,
+    include_stop: bool | None = None,
+    on_stop: OnStop = "close",
+) -> HelperStopStreamManager: ...
+
+
+@overload
+def awrap_messages(  # type: ignore[overload-overlap]
+    stream: AsyncMessageStream[Any],
+    stops: Stops,
+    *,
+    include_stop: bool | None = None,
+    on_stop: OnStop = "close",
+) -> AsyncHelperStopStream: ...
+
+
+@overload
 def awrap_messages(
     stream: AsyncIterable[_T],
     stops: Stops,
     *,
     include_stop: bool | None = None,
     on_stop: OnStop = "close",
-) -> AsyncMessagesStopStream[_T]:
-    """Async twin of ``wrap_messages`` (an ``AsyncStream`` from ``AsyncAnthropic``, say)."""
+) -> AsyncMessagesStopStream[_T]: ...
+
+
+def awrap_messages(
+    stream: Any,
+    stops: Stops,
+    *,
+    include_stop: bool | None = None,
+    on_stop: OnStop = "close",
+) -> Any:
+    """Async twin of ``wrap_messages`` (an ``AsyncStream`` from ``AsyncAnthropic``, say, or the
+    async helper of ``client.messages.stream(...)``)."""
+    found = _sdk_helpers.kind(stream)
+    if found is not None:
+        return wrap_messages(stream, stops, include_stop=include_stop, on_stop=on_stop)
     machine = MessagesMachine(stops, include_stop, on_stop)
     return AsyncMessagesStopStream(stream, _messages_stage(machine), machine.view())
 

@@ -47,8 +47,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterable, Iterable
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, overload
 
+from stopstream import _sdk_helpers
 from stopstream._adapter import (
     CLOSING_PHASE,
     DRAINING_PHASE,
@@ -76,6 +77,24 @@ from stopstream._responses import rebuild as rebuild_responses
 from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:
+    from openai.lib.streaming.chat import (
+        AsyncChatCompletionStream,
+        AsyncChatCompletionStreamManager,
+        ChatCompletionStream,
+        ChatCompletionStreamManager,
+    )
+    from openai.lib.streaming.responses import (
+        AsyncResponseStream,
+        AsyncResponseStreamManager,
+        ResponseStream,
+        ResponseStreamManager,
+    )
+
+    from stopstream._sdk_helpers import (
+        AsyncHelperStopStream,
+        HelperStopStream,
+        HelperStopStreamManager,
+    )
     from stopstream._types import Stops
 
 __all__ = [
@@ -233,6 +252,29 @@ else:
     AsyncChatStopStream = AsyncAdapterStream
 
 
+@overload
+def wrap_chat(
+    stream: ChatCompletionStreamManager[Any],
+    stops: Stops,
+    *,
+    include_stop: bool | None = None,
+    on_stop: OnStop = "close",
+    n: int | None = None,
+) -> HelperStopStreamManager: ...
+
+
+@overload
+def wrap_chat(  # type: ignore[overload-overlap]
+    stream: ChatCompletionStream[Any],
+    stops: Stops,
+    *,
+    include_stop: bool | None = None,
+    on_stop: OnStop = "close",
+    n: int | None = None,
+) -> HelperStopStream: ...
+
+
+@overload
 def wrap_chat(
     stream: Iterable[_T],
     stops: Stops,
@@ -240,18 +282,64 @@ def wrap_chat(
     include_stop: bool | None = None,
     on_stop: OnStop = "close",
     n: int | None = None,
-) -> ChatStopStream[_T]:
+) -> ChatStopStream[_T]: ...
+
+
+def wrap_chat(
+    stream: Any,
+    stops: Stops,
+    *,
+    include_stop: bool | None = None,
+    on_stop: OnStop = "close",
+    n: int | None = None,
+) -> Any:
     """Apply ``stops`` to a stream of ``ChatCompletionChunk`` objects or dicts.
 
     Yields the same kind. See the module docstring for the rules; ``stop_sequences`` on the
     result tells which stop ended each choice. ``on_stop``: ``"close"`` (close the upstream as
     soon as every choice has stopped) or ``"drain"`` (read it to the end silently, to deliver
     the final usage chunk). ``n``: the number of choices requested, if more than one.
+
+    ``stream`` may also be the SDK's own helper, ``client.chat.completions.stream(...)`` (the
+    manager, or the stream it gives): the result is then that helper, cut (its events,
+    snapshots and ``get_final_completion()``; a stopped choice has ``stop_reason``), with the
+    attributes above.
     """
+    found = _sdk_helpers.kind(stream)
+    if found is not None:
+        return _sdk_helpers.wrap_helper(
+            stream,
+            found,
+            lambda raw: wrap_chat(raw, stops, include_stop=include_stop, on_stop=on_stop, n=n),
+            lambda raw: awrap_chat(raw, stops, include_stop=include_stop, on_stop=on_stop, n=n),
+        )
     machine = ChatMachine(stops, include_stop, on_stop, n)
     return ChatStopStream(stream, _chat_stage(machine), machine.view())
 
 
+@overload
+def awrap_chat(
+    stream: AsyncChatCompletionStreamManager[Any],
+    stops: Stops,
+    *,
+    include_stop: bool | None = None,
+    on_stop: OnStop = "close",
+    n: int | None = None,
+) -> HelperStopStreamManager: ...
+
+
+@overload
+def awrap_chat(  # type: ignore[overload-overlap]
+    stream: AsyncChatCompletionStream[Any],
+    stops: Stops,
+    *,
+    include_stop: bool | None = None,
+    on_stop: OnStop = "close",
+    n: int | None = None,
+) -> AsyncHelperStopStream: ...
+
+
+@overload
 def awrap_chat(
     stream: AsyncIterable[_T],
     stops: Stops,
@@ -259,19 +347,63 @@ def awrap_chat(
     include_stop: bool | None = None,
     on_stop: OnStop = "close",
     n: int | None = None,
-) -> AsyncChatStopStream[_T]:
-    """Async twin of ``wrap_chat`` (an ``AsyncStream`` from ``AsyncOpenAI``, say)."""
+) -> AsyncChatStopStream[_T]: ...
+
+
+def awrap_chat(
+    stream: Any,
+    stops: Stops,
+    *,
+    include_stop: bool | None = None,
+    on_stop: OnStop = "close",
+    n: int | None = None,
+) -> Any:
+    """Async twin of ``wrap_chat`` (an ``AsyncStream`` from ``AsyncOpenAI``, say, or the async
+    helper of ``client.chat.completions.stream(...)``)."""
+    found = _sdk_helpers.kind(stream)
+    if found is not None:
+        return wrap_chat(stream, stops, include_stop=include_stop, on_stop=on_stop, n=n)
     machine = ChatMachine(stops, include_stop, on_stop, n)
     return AsyncChatStopStream(stream, _chat_stage(machine), machine.view())
 
 
+@overload
+def wrap_responses(
+    stream: ResponseStreamManager[Any],
+    stops: Stops,
+    *,
+    include_stop: bool | None = None,
+    on_stop: OnStop = "close",
+) -> HelperStopStreamManager: ...
+
+
+@overload
+def wrap_responses(  # type: ignore[overload-overlap]
+    stream: ResponseStream[Any],
+    stops: Stops,
+    *,
+    include_stop: bool | None = None,
+    on_stop: OnStop = "close",
+) -> HelperStopStream: ...
+
+
+@overload
 def wrap_responses(
     stream: Iterable[_T],
     stops: Stops,
     *,
     include_stop: bool | None = None,
     on_stop: OnStop = "close",
-) -> ResponsesStopStream[_T]:
+) -> ResponsesStopStream[_T]: ...
+
+
+def wrap_responses(
+    stream: Any,
+    stops: Stops,
+    *,
+    include_stop: bool | None = None,
+    on_stop: OnStop = "close",
+) -> Any:
     """Apply ``stops`` to a stream of Responses API events (SDK objects or dicts).
 
     Yields the same kind. One filter per output text part; on a stop, the truncated delta and
@@ -280,19 +412,65 @@ def wrap_responses(
     ``response.stop_sequence``). ``complete`` tells whether the response ended (a terminal event
     or a stop) rather than being dropped. ``on_stop``: ``"close"`` (close the upstream as soon
     as the stop fires) or ``"drain"`` (read it to the end silently, for the real usage).
+
+    ``stream`` may also be the SDK's own helper, ``client.responses.stream(...)`` (the manager,
+    or the stream it gives): the result is then that helper, cut (its events, snapshots and
+    ``get_final_response()``), with the attributes above.
     """
+    found = _sdk_helpers.kind(stream)
+    if found is not None:
+        return _sdk_helpers.wrap_helper(
+            stream,
+            found,
+            lambda raw: wrap_responses(raw, stops, include_stop=include_stop, on_stop=on_stop),
+            lambda raw: awrap_responses(raw, stops, include_stop=include_stop, on_stop=on_stop),
+        )
     machine = ResponsesMachine(stops, include_stop, on_stop)
     return ResponsesStopStream(stream, ModelDriver(machine, rebuild_responses), machine.view())
 
 
+@overload
+def awrap_responses(
+    stream: AsyncResponseStreamManager[Any],
+    stops: Stops,
+    *,
+    include_stop: bool | None = None,
+    on_stop: OnStop = "close",
+) -> HelperStopStreamManager: ...
+
+
+@overload
+def awrap_responses(  # type: ignore[overload-overlap]
+    stream: AsyncResponseStream[Any],
+    stops: Stops,
+    *,
+    include_stop: bool | None = None,
+    on_stop: OnStop = "close",
+) -> AsyncHelperStopStream: ...
+
+
+@overload
 def awrap_responses(
     stream: AsyncIterable[_T],
     stops: Stops,
     *,
     include_stop: bool | None = None,
     on_stop: OnStop = "close",
-) -> AsyncResponsesStopStream[_T]:
-    """Async twin of ``wrap_responses`` (an ``AsyncStream`` from ``AsyncOpenAI``, say)."""
+) -> AsyncResponsesStopStream[_T]: ...
+
+
+def awrap_responses(
+    stream: Any,
+    stops: Stops,
+    *,
+    include_stop: bool | None = None,
+    on_stop: OnStop = "close",
+) -> Any:
+    """Async twin of ``wrap_responses`` (an ``AsyncStream`` from ``AsyncOpenAI``, say, or the
+    async helper of ``client.responses.stream(...)``)."""
+    found = _sdk_helpers.kind(stream)
+    if found is not None:
+        return wrap_responses(stream, stops, include_stop=include_stop, on_stop=on_stop)
     machine = ResponsesMachine(stops, include_stop, on_stop)
     return AsyncResponsesStopStream(stream, ModelDriver(machine, rebuild_responses), machine.view())
 
