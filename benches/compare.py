@@ -164,22 +164,8 @@ class Cell:
 # -- formatting -----------------------------------------------------------------------------
 
 
-def fmt_ns(ns: float) -> str:
-    if ns >= 1e6:
-        return f"{ns / 1e6:.2f} ms"
-    if ns >= 1e4:
-        return f"{ns / 1e3:.0f} µs"
-    if ns >= 1e3:
-        return f"{ns / 1e3:.1f} µs"
-    return f"{ns:.0f} ns"
-
-
-def fmt_ratio(ratio: float) -> str:
-    if ratio >= 100:
-        return f"{ratio:,.0f}x"
-    if ratio >= 10:
-        return f"{ratio:.1f}x"
-    return f"{ratio:.2f}x"
+fmt_ns = perfpage.fmt_ns
+fmt_ratio = perfpage.fmt_ratio
 
 
 def fmt_count(n: int) -> str:
@@ -205,6 +191,11 @@ class Out:
         print("\n" + text)
         self.section.blocks.append(text)
 
+    def note(self, text: str) -> None:
+        """What the section's tables show (the page shows it above them)."""
+        print("\n" + text)
+        self.section.note = text
+
     def reading(self, text: str) -> None:
         """The section's one-line reading (the page shows it under the heading)."""
         text = text[:1].upper() + text[1:]
@@ -226,7 +217,8 @@ class Report:
     failures: list[str] = field(default_factory=list)
     # What the performance page shows besides the targets (see benches/perfpage.py).
     sections: list[perfpage.Section] = field(default_factory=list)
-    headline: list[str] = field(default_factory=list)  # for the targets' reading
+    # The figures the page opens with (the conditions are filled in when it is written).
+    summary: perfpage.Summary = field(default_factory=lambda: perfpage.Summary(""))
     scaling: perfpage.Scaling | None = None
     holdback: perfpage.Holdback | None = None
     adapters: list[perfpage.AdapterBar] = field(default_factory=list)
@@ -405,9 +397,10 @@ def per_chunk(
             ratio = cells[theirs][column].ns_per_chunk / cells[ours][column].ns_per_chunk
             line.append(fmt_ratio(ratio))
         lines.append(line)
-    out = report.section(
-        "Per-chunk cost: ns per chunk, and in parentheses the multiple of the floor of "
-        "its kind (str, async, bytes)"
+    out = report.section("Per-chunk cost")
+    out.note(
+        "Time per chunk, and in parentheses the multiple of the floor of its kind (str, async "
+        "or bytes); `speedup` rows: how many times faster the first contender is."
     )
     out.table(["contender \\ stops", *columns], lines)
     sampled = [
@@ -438,11 +431,19 @@ def per_chunk(
         f"rules cost {times(vllm, '4')} wrap's time at 4 stops and {times(vllm, '1k')} at "
         f"1,000, SGLang's / llama.cpp's {times(holdall, '4')} and {times(holdall, '1k')}."
     )
-    report.headline.append(
-        f"wrap costs {fmt_ratio(wrap['4'].ns_per_chunk / floor_4)} a bare generator with 4 "
-        f"stops and is {times(vllm, '4')} faster than vLLM's rules there "
-        f"({times(vllm, '1k')} with 1,000 stops)"
-    )
+    stop_counts = ["1", "4", "100", "1k", "10k"]
+    summary = report.summary
+    summary.wrap_ns = (min(wrap[k].ns_per_chunk for k in stop_counts), wrap["10k"].ns_per_chunk)
+    summary.feed_ns = (min(feed[k].ns_per_chunk for k in stop_counts), feed["10k"].ns_per_chunk)
+    summary.floor_ns = floor_4
+    summary.engines = [
+        (
+            name,
+            theirs["4"].ns_per_chunk / wrap["4"].ns_per_chunk,
+            theirs["1k"].ns_per_chunk / wrap["1k"].ns_per_chunk,
+        )
+        for name, theirs in (("vLLM's rules", vllm), ("SGLang's / llama.cpp's", holdall))
+    ]
     ratio = wrap["4"].ns_per_chunk / floor_4
     report.target("wrap per chunk, 4 stops, vs floor", fmt_ratio(ratio), "<= 1.5x", ratio <= 1.5)
     ratio = feed["4"].ns_per_chunk / floor_4
@@ -460,7 +461,6 @@ def per_chunk(
     report.target(
         "wrap vs vLLM, 1,000 stops (speedup)", fmt_ratio(ratio), ">= 3000x", ratio >= 3000
     )
-    stop_counts = ["1", "4", "100", "1k", "10k"]
     for label, by_set in (("wrap", wrap), ("feed loop", feed)):
         values = [by_set[k].ns_per_chunk for k in stop_counts]
         ratio = max(values) / min(values)
@@ -496,11 +496,11 @@ def stop_scaling(stream: corpus.Stream, config: Config, report: Report) -> None:
             series[label].append(time_row(rows[label], stream, stops, config).ns_per_chunk)
         cell = time_row(rows[WRAP], stream, corpus.token_stops(n), config)
         series[WRAP_TOKENS].append(cell.ns_per_chunk)
-    out = report.section(
-        "Per-chunk cost against the number of stops, every contender (the guard-rail stops, "
-        "then generated word-like ones, as in the first table; and wrap over special-token "
-        "stops, which ordinary text never starts; a fresh filter per response)",
-        plot=perfpage.SCALING_SVG,
+    out = report.section("Per-chunk cost against the number of stops", plot=perfpage.SCALING_SVG)
+    out.note(
+        "Every contender, over the guard-rail stops then generated word-like ones, as in the "
+        "first table; and wrap over special-token stops, which ordinary text never starts. A "
+        "fresh filter per response."
     )
     out.table(
         ["contender \\ stops", *(fmt_count(n) for n in SCALING_COUNTS)],
@@ -566,7 +566,8 @@ def flatness(stream: corpus.Stream, config: Config, report: Report) -> None:
         held_by[family] = [held_fraction(stream, make(n)) for n in sizes]
         held = [f"{fraction:.0%}" for fraction in held_by[family]]
         lines.append([f"chunks ending with held text, {family}", *held, *missing])
-    out = report.section("Per-chunk cost against the number of stops (stops built once per stream)")
+    out = report.section("Word-like and special-token stops")
+    out.note("Per-chunk cost against the number of stops, the stops built once per stream.")
     out.table(["", *counts], lines)
     tokens = values[f"special tokens/{WRAP}"]
     words = values[f"generated (word-like)/{WRAP}"]
@@ -613,7 +614,8 @@ def by_corpus(config: Config, report: Report) -> None:
                 f"{fmt_ns(ns[DECODER_VLLM])} ({fmt_ratio(ns[DECODER_VLLM] / ns[BYTE_FILTER])})",
             ]
         )
-    out = report.section("Per-chunk cost by corpus, 4 guard-rail stops")
+    out = report.section("Per-chunk cost by corpus")
+    out.note("The 4 guard-rail stops.")
     out.table(
         [
             "corpus",
@@ -676,11 +678,8 @@ def holdback(
         means[column] = {label: statistics.fmean(v) for label, v in by_label.items()}
         if column == "4":
             series = {label: tuple(v) for label, v in by_label.items()}
-    out = report.section(
-        "Characters held back after each chunk (mean / p99), "
-        f"over the first {fmt_count(len(chunks))} chunks",
-        plot=perfpage.HOLDBACK_SVG,
-    )
+    out = report.section("Characters held back", plot=perfpage.HOLDBACK_SVG)
+    out.note(f"After each chunk (mean / p99), over the first {fmt_count(len(chunks))} chunks.")
     out.table(
         [
             "stops",
@@ -701,6 +700,7 @@ def holdback(
         f"{means['4'][HELD_HOLDALL]:.2f}, against {means['4'][HELD_OURS]:.2f}."
     )
     report.holdback = perfpage.Holdback("4 guard-rail stops", series, HELD_OURS, means)
+    report.summary.held = (means["4"][HELD_OURS], means["4"][HELD_VLLM])
     # The contract: stopstream holds back exactly the minimum, after every chunk.
     assert worst_excess == 0, f"stopstream holds back {worst_excess} characters too many/few"
     report.target("holdback excess over the minimum", str(worst_excess), "0", worst_excess == 0)
@@ -779,9 +779,10 @@ def truncate_section(config: Config, report: Report) -> None:
                 f"{result.regex:.4f} GB/s ({fmt_ratio(result.ours / result.regex)})",
             ]
         )
-    out = report.section(
-        f"truncate over {size / 2**20:.1f} MiB of text (no stop occurs: a full scan); "
-        "throughput, and in parentheses stopstream's speedup"
+    out = report.section("truncate throughput")
+    out.note(
+        f"One call over {size / 2**20:.1f} MiB of text in which no stop occurs (a full scan); "
+        "in parentheses, stopstream's speedup."
     )
     out.table(["stops", "stopstream.truncate", "str.find per stop", "one re alternation"], lines)
     four, many, rare = results
@@ -846,10 +847,11 @@ def prose_throughput(config: Config, report: Report) -> None:
         fed = size / best_ns(functools.partial(long_feed, chunks, stops), config.repeats)
         lines.append([label, f"{one_shot:.2f} GB/s", f"{fed:.2f} GB/s"])
         kept.append(fed / one_shot)
-    out = report.section(
-        f"Pydoc prose, {size / 2**20:.1f} MiB, no stop occurs (the text and stops of "
+    out = report.section("Long text in large chunks")
+    out.note(
+        f"Pydoc prose, {size / 2**20:.1f} MiB, in which no stop occurs: the text and stops of "
         "`rust/examples/throughput.rs`, which compares the same scan with the `aho-corasick` "
-        "crate)"
+        "crate."
     )
     out.table(
         ["stops", "stopstream.truncate", f"StopFilter.feed, {LONG_CHUNK // 1024} Ki chunks"],
@@ -923,7 +925,8 @@ def construction(stream: corpus.Stream, config: Config, report: Report) -> None:
         ("StopFilter, 1,000 fresh stops (compile), median of 3", compile_1k),
         ("StopFilter, 10,000 fresh stops (compile), median of 3", compile_10k),
     ]
-    out = report.section("Constructing a filter per request, relative to one feed")
+    out = report.section("Constructing a filter per request")
+    out.note("Each figure also as a multiple of one feed.")
     out.table(
         ["what", "time", "x one feed"],
         [[what, fmt_ns(ns), fmt_ratio(ns / feed_ns)] for what, ns in rows],
@@ -1030,9 +1033,10 @@ def memory(config: Config, report: Report) -> None:
         per = float(probe.split()[-1])
         results[kind] = per
         rows.append([label, f"{per:,.0f} B"])
-    out = report.section(
-        f"Memory per open filter ({fmt_count(config.open_filters)} open over one "
-        "4-stop list; RSS growth / count, fresh process)"
+    out = report.section("Memory per open filter")
+    out.note(
+        f"{fmt_count(config.open_filters)} open over one 4-stop list; RSS growth / count, in a "
+        "fresh process."
     )
     out.table(["object", "bytes each"], rows)
     per = results["str"]
@@ -1124,8 +1128,8 @@ def adapters_section(stream: corpus.Stream, config: Config, report: Report) -> N
     log("adapters")
     texts = stream.str_chunks[: 1_500 if config.quick else 4_000]
     rows, mbps = adapters.measure(texts, config.repeats)
-    what = f"{len(texts):,} tokens, one event per body chunk, no stop fires"
-    out = report.section(f"Provider adapters ({what})", plot=perfpage.ADAPTERS_SVG)
+    out = report.section("Provider adapters", plot=perfpage.ADAPTERS_SVG)
+    out.note(f"{len(texts):,} tokens, one event per body chunk, no stop fires.")
     cells = [
         [r.name, fmt_ns(r.ns), r.baseline, fmt_ns(r.baseline_ns), fmt_ratio(r.ratio)] for r in rows
     ]
@@ -1134,6 +1138,7 @@ def adapters_section(stream: corpus.Stream, config: Config, report: Report) -> N
     report.adapters = [perfpage.AdapterBar(r.name, r.ns, r.baseline, r.baseline_ns) for r in rows]
     events = [r.ratio for r in rows if r.baseline == "json.loads of the event"]
     sdk = [r for r in rows if r.baseline.endswith("SDK's streaming")]
+    report.summary.sdk = [a for a in report.adapters if a.baseline.endswith("SDK's streaming")]
     out.reading(
         f"the SSE adapters cost {fmt_ratio(min(events))} to {fmt_ratio(max(events))} a "
         "json.loads of each event; over SDK objects, "
@@ -1157,16 +1162,19 @@ def load_average() -> str:
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 
+def page_conditions() -> str:
+    """The machine and Python of the run, in a few words (the page's opening line)."""
+    cores = f"{nproc()} core{'s' if nproc() != 1 else ''}"
+    python = f"{platform.python_implementation()} {platform.python_version()}"
+    return f"{cores} of an {cpu_model()}, {python} on {platform.system()}"
+
+
 def page_intro(stream: corpus.Stream, config: Config, elapsed: float) -> list[str]:
     """The performance page's opening paragraphs: what is measured, how, and on what."""
     loads = LOADS or [0.0]
     end = load_average()
     mode = "" if not config.quick else " (a `--quick` smoke run: small inputs, few repeats)"
     return [
-        "This page is written by `python benches/compare.py`"
-        f"{mode}, from the figures of one run; re-run it (with the release build: "
-        "`maturin develop --release`) to regenerate the page and its plots. `--quick` and "
-        "`--out DIR` write elsewhere and leave this page alone.",
         "**What is measured.** The cost of applying stop sequences to a streamed response, per "
         "streamed chunk, in one process over the same inputs: stopstream (`wrap`, a Python loop "
         "over `StopFilter.feed`, `awrap`, `ByteStopFilter`), against the stop rules of serving "
@@ -1187,8 +1195,7 @@ def page_intro(stream: corpus.Stream, config: Config, elapsed: float) -> list[st
         f"are `perf_counter_ns` with the garbage collector off; each figure is the fastest of "
         f"{config.repeats} runs (slow contenders: windows of about "
         f"{config.window_ns / 1e6:.0f} ms over a prefix, fastest of {config.slow_repeats} "
-        "each), so that preemption by other work is dropped rather than averaged in. Ratios "
-        "within one table come from the same run and are steadier than the absolute times.",
+        "each), so that preemption by other work is dropped rather than averaged in.",
         f"**Machine.** {cpu_model()}, `nproc` = {nproc()}; "
         f"{platform.system()} {platform.release()}; Python {platform.python_version()} "
         f"({platform.python_implementation()}); stopstream {stopstream.__version__}; "
@@ -1197,6 +1204,11 @@ def page_intro(stream: corpus.Stream, config: Config, elapsed: float) -> list[st
         f"end, and between {min(loads):.2f} and {max(loads):.2f} over the run "
         f"({len(loads)} samples, one per step; the run itself keeps one core busy, about 1.0 "
         f"of it). The run took {elapsed:.0f} s.",
+        "This page is written by `python benches/compare.py`"
+        f"{mode}, from the figures of one run; re-run it (with the release build: "
+        "`maturin develop --release`) to regenerate the page and its plots. `--quick` and "
+        "`--out DIR` write elsewhere and leave this page alone. Ratios within one table come "
+        "from the same run and are steadier than the absolute times.",
     ]
 
 
@@ -1205,6 +1217,7 @@ def write_page(
 ) -> list[Path]:
     assert report.scaling is not None and report.holdback is not None
     *sections, targets = report.sections
+    report.summary.conditions = page_conditions()
     page = perfpage.Page(
         "Performance",
         page_intro(stream, config, elapsed),
@@ -1213,6 +1226,7 @@ def write_page(
         report.scaling,
         report.holdback,
         report.adapters,
+        report.summary,
     )
     return perfpage.write_page(page, out_dir)
 
@@ -1271,21 +1285,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         memory(config, report)
     adapters_section(stream, config, report)
 
-    out = report.section("Targets")
-    rows = [[t.name, t.measured, t.target, "met" if t.ok else "MISSED"] for t in report.targets]
-    out.table(["target", "measured", "target", "status"], rows)
+    out = report.section(perfpage.TARGETS_TITLE)
+    out.note(perfpage.TARGETS_NOTE)
+    rows = [[t.name, t.measured, t.target, "met" if t.ok else "not met"] for t in report.targets]
+    out.table(["what", "measured", "target", "status"], rows)
     missed = [t.name for t in report.targets if not t.ok]
     met = (
         f"{len(report.targets) - len(missed)} of {len(report.targets)} targets met"
-        + (f"; missed: {', '.join(missed)}" if missed else "")
+        + (f"; not met: {', '.join(missed)}" if missed else "")
         + "."
     )
-    if report.headline:
-        missed_note = f" ({len(missed)} missed: marked MISSED below)" if missed else ""
-        out.reading(
-            f"{len(report.targets) - len(missed)} of {len(report.targets)} targets met"
-            f"{missed_note}; {'; '.join(report.headline)}."
-        )
+    out.reading(
+        f"{len(report.targets) - len(missed)} of {len(report.targets)} targets met"
+        + (f"; the other {len(missed)} are marked *not met*." if missed else ".")
+    )
     print(f"\n{met}")
     elapsed = time.monotonic() - started
     log("done")

@@ -104,9 +104,9 @@ def _cjkencodings_dir() -> str | None:
 @functools.cache
 def cjk_source() -> str:
     """Where the CJK text comes from (printed with the results)."""
-    path = _cjkencodings_dir()
-    if path is not None:
-        return f"CPython's test/cjkencodings/*-utf8.txt ({path})"
+    # No local path: this is printed and written to the performance page.
+    if _cjkencodings_dir() is not None:
+        return "CPython's test/cjkencodings/*-utf8.txt"
     return "CJK tokens of the cl100k_base vocabulary (the test package is not installed)"
 
 

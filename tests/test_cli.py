@@ -379,6 +379,48 @@ def test_without_escapes_backslashes_are_literal() -> None:
     assert (result.returncode, result.stdout) == (0, b"a\nb")
 
 
+WARNING = "is matched literally, backslashes included; -e interprets escapes such as \\n"
+
+
+def test_an_escape_without_e_is_matched_literally_with_a_warning() -> None:
+    result = run_cli(["-s", r"\n\nUser:"], b"Hi.\n\nUser: more")
+    assert (result.returncode, result.stdout) == (0, b"Hi.\n\nUser: more")
+    warning, report = result.stderr.decode().splitlines()
+    assert warning == f"stopstream: warning: -s '\\n\\nUser:' {WARNING}"
+    assert report == "stopstream: end of input, no stop sequence"
+    # With -e: the escapes are read, the stop fires, and nothing is said about them.
+    result = run_cli(["-e", "-s", r"\n\nUser:"], b"Hi.\n\nUser: more")
+    assert (result.returncode, result.stdout) == (0, b"Hi.")
+    assert "warning" not in result.stderr.decode()
+
+
+@pytest.mark.parametrize(
+    ("args", "warned"),
+    [
+        (["-s", r"a\tb"], [r"-s 'a\tb'"]),
+        (["-s", r"C:\\dir"], [r"-s 'C:\\dir'"]),
+        (["-s", r"\r\n"], [r"-s '\r\n'"]),
+        (["-k", r"\u00e9"], [r"-k '\u00e9'"]),
+        (["-s", r"\x41", "-s", "plain", "-s", r"\U0001F600"], [r"-s '\x41'", r"-s '\U0001F600'"]),
+        (["-s", "x", "--skip", r"<\n>", "</x>"], [r"--skip '<\n>'"]),
+        (["-s", "x", "--skip-until", r"\t"], [r"--skip-until '\t'"]),
+        # Not escapes -e would read (or regex syntax): no warning.
+        (["-s", r"\q"], []),
+        (["-s", r"\x4"], []),
+        (["-s", "a/b"], []),
+        (["-r", r"\bend\b\n"], []),
+        (["-q", "-s", r"\n"], []),
+    ],
+)
+def test_escape_warning_names_each_value_that_looks_escaped(
+    args: list[str], warned: list[str]
+) -> None:
+    result = run_cli(args, b"data")
+    assert result.returncode == 0
+    lines = [line for line in result.stderr.decode().splitlines() if "warning" in line]
+    assert lines == [f"stopstream: warning: {w} {WARNING}" for w in warned]
+
+
 def test_escaped_utf8_bytes_form_one_character() -> None:
     result = run_cli(["-e", "-s", r"\xc3\xa9!"], "caf\u00e9! more".encode())
     assert (result.returncode, result.stdout) == (0, b"caf")

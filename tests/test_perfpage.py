@@ -1,9 +1,11 @@
 """The performance page's writer (``benches/perfpage.py``) on tiny synthetic results.
 
 ``benches/compare.py`` fills the same ``Page`` from a real run; here a few made-up figures
-are enough to check the page and its plots: the page embeds each plot it writes (as
-``img/NAME.svg``, relative to itself, for MkDocs), each plot is a real SVG that keeps its text
-as text, and the same figures give the same bytes.
+are enough to check the page and its plots: the page opens with what the figures mean for a
+user and the targets come second, with no target's status before them; the page embeds each
+plot it writes (as ``img/NAME.svg``, relative to itself, for MkDocs), each plot is a real SVG
+that keeps its text as text, and the same figures give the same bytes; a table too wide for
+the site's content column is split by columns.
 """
 
 from __future__ import annotations
@@ -65,9 +67,34 @@ def synthetic_page() -> perfpage.Page:
         perfpage.Section("Adapters", [table], "Cheap.", perfpage.ADAPTERS_SVG),
         perfpage.Section("No plot", [table], "Plain."),
     ]
-    targets = perfpage.Section("Targets", [table], "2 of 2 targets met.")
+    targets_table = perfpage.Table(
+        ("what", "measured", "target", "status"),
+        (("wrap per chunk", "2.06x", "<= 1.5x", "not met"), ("holdback", "0", "0", "met")),
+    )
+    targets = perfpage.Section(
+        perfpage.TARGETS_TITLE,
+        [targets_table],
+        "1 of 2 targets met; the other 1 is marked *not met*.",
+        note=perfpage.TARGETS_NOTE,
+    )
+    summary = perfpage.Summary(
+        "2 cores of an Example CPU, CPython 3.11.7 on Linux",
+        wrap_ns=(28.0, 92.0),
+        feed_ns=(84.0, 158.0),
+        floor_ns=16.0,
+        engines=[("vLLM's rules", 25.1, 1848.0), ("SGLang's / llama.cpp's", 39.5, 2254.0)],
+        sdk=[adapters[1]],
+        held=(0.11, 9.0),
+    )
     return perfpage.Page(
-        "Performance", ["Intro.", "**Load.** 0.50"], targets, sections, scaling, holdback, adapters
+        "Performance",
+        ["Intro.", "**Load.** 0.50"],
+        targets,
+        sections,
+        scaling,
+        holdback,
+        adapters,
+        summary,
     )
 
 
@@ -91,7 +118,9 @@ def test_page_embeds_each_plot_and_each_plot_is_an_svg(written: list[Path]) -> N
     text = page.read_text(encoding="utf-8")
     embedded = re.findall(r"!\[[^\]]+\]\((img/[^)]+\.svg)\)", text)
     assert sorted(embedded) == sorted(f"img/{p.name}" for p in svgs)
-    assert text.startswith("# Performance\n\nIntro.\n\n**Load.** 0.50\n\n## Targets\n")
+    headings = re.findall(r"^## (.*)$", text, re.M)
+    assert headings[:3] == [perfpage.SUMMARY_TITLE, perfpage.TARGETS_TITLE, perfpage.METHOD_TITLE]
+    assert "## How it was measured\n\nIntro.\n\n**Load.** 0.50\n\n## Per-chunk cost\n" in text
     # Plain Markdown tables; a cell's "|" and "<" are escaped.
     assert "| ['&lt;\\|im_end\\|>', '&lt;/s>'] | 3.10 GB/s  |" in text
     assert text.count("**Reading:**") == 5
@@ -111,6 +140,70 @@ def test_page_embeds_each_plot_and_each_plot_is_an_svg(written: list[Path]) -> N
         assert b"<dc:date>" not in data and b"Matplotlib v" not in data
     labels = "".join((tmp_path / "img" / perfpage.SCALING_SVG).read_text(encoding="utf-8"))
     assert "stopstream wrap" in labels and "SGLang / llama.cpp" in labels
+
+
+def test_the_page_opens_with_what_it_means_and_no_target_status(written: list[Path]) -> None:
+    text = written[0].read_text(encoding="utf-8")
+    first, rest = text.split(f"\n## {perfpage.TARGETS_TITLE}\n", 1)
+    assert first.startswith("# Performance\n\nWhat applying stop sequences with stopstream costs")
+    assert "2 cores of an Example CPU, CPython 3.11.7 on Linux" in first
+    for figure in (
+        "`wrap` takes 28 ns to 92 ns per streamed chunk with 1 to 10,000 stops",
+        "(a bare generator passing the chunks on: 16 ns)",
+        "At 1,000 chunks a second that is 0.009% of one core at most.",
+        "`StopFilter.feed` takes 84 ns to 158 ns",
+        "`openai.wrap_chat` 0.02x (150 ns per chunk against 9.0 µs)",
+        "25.1x faster than vLLM's rules with 4 stops and 1,848x faster with 1,000",
+        "(SGLang's / llama.cpp's: 39.5x and 2,254x)",
+        "0.11 characters on average with 4 stops, where vLLM's fixed holdback keeps 9.00",
+    ):
+        assert figure in first, figure
+    for mark in ("MISSED", "missed", "not met", "status"):
+        assert mark not in first, mark
+    # The targets section says what a target is before the table and its marks.
+    explained = rest.index("stretch goals")
+    assert explained < rest.index("| not met |") and explained < rest.index("**Reading:**")
+    assert "MISSED" not in text
+
+
+def test_a_summary_without_figures_is_one_line() -> None:
+    lines = perfpage.summary_lines(perfpage.Summary("a machine"))
+    assert len(lines) == 1 and "a machine" in lines[0]
+
+
+def test_wide_tables_are_split_by_columns_to_fit_the_page() -> None:
+    labels = ["stopstream wrap", "speedup: stopstream wrap vs vLLM v1 (fixed holdback)"]
+    wide = perfpage.Table(
+        ("contender \\ stops", *(str(n) for n in range(1, 8))),
+        tuple((label, *(f"{n}.31 ms (82,155x) *" for n in range(1, 8))) for label in labels),
+    )
+    parts = perfpage.fit_table(wide)
+    assert [len(p.header) for p in parts] == [5, 4]  # 7 columns: 4 and 3, each with the labels
+    assert [p.header[0] for p in parts] == [wide.header[0]] * 2
+    assert [row[0] for row in parts[1].rows] == labels
+    assert [h for p in parts for h in p.header[1:]] == list(wide.header[1:])
+    for part in parts:
+        columns = list(zip(part.header, *part.rows, strict=True))
+        first = perfpage.column_px(columns[0], perfpage.FIRST_COLUMN_CHARS)
+        assert first + sum(perfpage.column_px(c) for c in columns[1:]) <= perfpage.CONTENT_PX
+    markdown = perfpage.markdown_table(wide)
+    assert markdown.count("| contender \\ stops") == 2
+    # A table that fits, however long its cells (they wrap), stays whole.
+    narrow = perfpage.Table(("what", "ratio"), (("a long label " * 20, "0.02x"),))
+    assert perfpage.fit_table(narrow) == [narrow]
+    five = perfpage.Table(
+        ("adapter", "per item", "compared with", "per item", "ratio"),
+        (
+            (
+                "anthropic.wrap_messages over SDK events",
+                "1.2 µs",
+                "the anthropic SDK's streaming",
+                "17 µs",
+                "0.07x",
+            ),
+        ),
+    )
+    assert perfpage.fit_table(five) == [five]
 
 
 def test_the_same_figures_give_the_same_bytes(written: list[Path], tmp_path: Path) -> None:

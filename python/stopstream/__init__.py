@@ -25,7 +25,7 @@ from stopstream._core import (
     feed_batch,
     truncate,
 )
-from stopstream._types import StopReason, Stops, TokenStopReason
+from stopstream._types import SkipRegions, StopItem, StopReason, Stops, TokenStopReason
 from stopstream._vocab import Vocab
 from stopstream._wrap import wrap
 
@@ -33,8 +33,10 @@ __all__ = [
     "AsyncStopStream",
     "ByteStopFilter",
     "Regex",
+    "SkipRegions",
     "Stop",
     "StopFilter",
+    "StopItem",
     "StopReason",
     "StopSet",
     "StopStream",

@@ -53,6 +53,10 @@ _ESCAPE = re.compile(
 )
 
 
+# What looks like an escape -e would interpret; without -e it is matched as typed.
+_LOOKS_ESCAPED = re.compile(r"\\(?:[nrt0\\]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})")
+
+
 class EscapeError(ValueError):
     """A backslash escape ``-e`` does not support, or one that does not form text."""
 
@@ -388,6 +392,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def text(value: str, flag: str) -> str:
         if not args.escapes:
+            if not args.quiet and _LOOKS_ESCAPED.search(value):
+                sys.stderr.write(
+                    f"stopstream: warning: {flag} {_quoted(value)} is matched literally, "
+                    "backslashes included; -e interprets escapes such as \\n\n"
+                )
             return value
         try:
             return unescape(value)

@@ -8,11 +8,13 @@ stop is held back.
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
-from typing import Any, Generic, Literal, SupportsIndex, TypeAlias, TypeVar, final
+from typing import Any, Generic, Literal, SupportsIndex, TypeVar, final
 
 from typing_extensions import Self, disjoint_base
 
 from stopstream._types import BytesLike as _BytesLike
+from stopstream._types import SkipRegions as _SkipRegions
+from stopstream._types import StopItem as _StopItem
 from stopstream._types import StopReason as _StopReason
 from stopstream._types import Stops as _Stops
 from stopstream._types import TokenStopReason as _TokenStopReason
@@ -35,8 +37,6 @@ __all__ = [
 __version__: str
 """The package version (from ``rust/Cargo.toml``)."""
 
-_Item: TypeAlias = "str | Stop | Regex"
-_Skip: TypeAlias = "Iterable[tuple[str, str]] | None"
 _Chunk = TypeVar("_Chunk", str, bytes)
 _T = TypeVar("_T")
 
@@ -131,7 +131,7 @@ class StopSet:
         cls,
         stops: _Stops,
         include_stop: bool = False,
-        skip: _Skip = None,
+        skip: _SkipRegions = None,
         skip_until: str | None = None,
     ) -> Self:
         """Compile ``stops``.
@@ -150,7 +150,7 @@ class StopSet:
             MemoryError: the compiled list would exceed the size limit.
         """
     @property
-    def stops(self) -> tuple[_Item, ...]:
+    def stops(self) -> tuple[_StopItem, ...]:
         """The stops as given, in order (``stop_index`` indexes this tuple)."""
     @property
     def include_stop(self) -> bool:
@@ -171,7 +171,7 @@ class StopSet:
         self,
     ) -> tuple[
         type[StopSet],
-        tuple[tuple[_Item, ...], bool, tuple[tuple[str, str], ...] | None, str | None],
+        tuple[tuple[_StopItem, ...], bool, tuple[tuple[str, str], ...] | None, str | None],
     ]:
         """Pickled as its arguments; unpickling compiles the list again."""
 
@@ -184,7 +184,7 @@ class StopFilter:
         stops: _Stops,
         include_stop: bool = False,
         *,
-        skip: _Skip = None,
+        skip: _SkipRegions = None,
         skip_until: str | None = None,
     ) -> Self:
         """Create a filter.
@@ -222,7 +222,7 @@ class StopFilter:
                 skip regions, no ``Regex``).
         """
     @property
-    def stops(self) -> tuple[_Item, ...]:
+    def stops(self) -> tuple[_StopItem, ...]:
         """The stops as given, in order."""
     @property
     def include_stop(self) -> bool:
@@ -253,7 +253,7 @@ class ByteStopFilter:
         include_stop: bool = False,
         errors: str = "strict",
         *,
-        skip: _Skip = None,
+        skip: _SkipRegions = None,
         skip_until: str | None = None,
     ) -> Self:
         """Create a filter.
@@ -300,7 +300,7 @@ class ByteStopFilter:
     def reset(self) -> None:
         """Start over with the same stops and options."""
     @property
-    def stops(self) -> tuple[_Item, ...]:
+    def stops(self) -> tuple[_StopItem, ...]:
         """The stops as given, in order."""
     @property
     def include_stop(self) -> bool:
@@ -376,7 +376,7 @@ class StopStream(Generic[_Chunk]):
     ) -> bool:
         """Close the stream; exceptions propagate."""
     @property
-    def stops(self) -> tuple[_Item, ...]:
+    def stops(self) -> tuple[_StopItem, ...]:
         """The stops as given, in order."""
     @property
     def include_stop(self) -> bool:
@@ -402,7 +402,7 @@ def truncate(
     stops: _Stops,
     include_stop: bool = False,
     *,
-    skip: _Skip = None,
+    skip: _SkipRegions = None,
     skip_until: str | None = None,
 ) -> tuple[str, str | None]:
     """Cut a whole text at the first stop.
@@ -484,7 +484,7 @@ class TokenStopFilter:
         include_stop: bool = False,
         stop_token_ids: Iterable[int] | None = None,
         errors: str = "replace",
-        skip: _Skip = None,
+        skip: _SkipRegions = None,
         skip_until: str | None = None,
     ) -> Self:
         """Create a filter.
@@ -521,7 +521,7 @@ class TokenStopFilter:
     def vocab(self) -> Vocab:
         """The vocabulary."""
     @property
-    def stops(self) -> tuple[_Item, ...]:
+    def stops(self) -> tuple[_StopItem, ...]:
         """The stops as given, in order (``stop_index`` indexes this tuple)."""
     @property
     def stop_token_ids(self) -> tuple[int, ...]:
@@ -703,7 +703,7 @@ class _FilterStage:
                 from the set's.
         """
     @property
-    def stops(self) -> tuple[_Item, ...]:
+    def stops(self) -> tuple[_StopItem, ...]:
         """The stops as given, in order."""
     @property
     def include_stop(self) -> bool:

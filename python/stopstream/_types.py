@@ -1,5 +1,6 @@
-"""The type aliases of the public API, exported as ``stopstream.Stops``, ``StopReason`` and
-``TokenStopReason``; the stubs of ``stopstream._core`` and the Python modules use these."""
+"""The type aliases of the public API, exported as ``stopstream.Stops``, ``StopItem``,
+``SkipRegions``, ``StopReason`` and ``TokenStopReason``; the stubs of ``stopstream._core`` and the
+Python modules use these."""
 
 from __future__ import annotations
 
@@ -8,9 +9,17 @@ from typing import Literal, TypeAlias
 
 from stopstream._core import Regex, Stop, StopSet
 
-__all__ = ["StopReason", "Stops", "TokenStopReason"]
+__all__ = ["SkipRegions", "StopItem", "StopReason", "Stops", "TokenStopReason"]
 
-Stops: TypeAlias = str | Stop | Regex | Iterable[str | Stop | Regex] | StopSet | None
+StopItem: TypeAlias = str | Stop | Regex
+"""One stop of a list: a literal ``str``, a ``Stop`` (a literal with its own include flag) or a
+``Regex``. A filter's ``stops`` property returns them as given."""
+
+SkipRegions: TypeAlias = Iterable[tuple[str, str]] | None
+"""What every ``skip`` parameter takes: ``(open, close)`` pairs of literals, each a region the
+stops do not see, from ``open`` through ``close`` (contract §6.4); ``None``: no region."""
+
+Stops: TypeAlias = StopItem | Iterable[StopItem] | StopSet | None
 """What every ``stops`` parameter takes: ``None`` (no stop), one ``str``, ``Stop`` or ``Regex``,
 an iterable of them, or a compiled ``StopSet`` (whose options then apply)."""
 
