@@ -677,14 +677,6 @@ def test_sse_body_that_is_not_sse_is_reported(data: bytes, shown: str) -> None:
     ("api", "data"),
     [
         ("openai", sse_body(chat_event("Hello"), chat_event(" wor"))),  # cut short
-        ("anthropic", CHAT),  # the other API's body
-        (
-            "openai",
-            sse_body(
-                "event: message_start\ndata: "
-                + json.dumps({"type": "message_start", "message": {"id": "m", "content": []}})
-            ),
-        ),
         ("openai", b": keep-alive\n\n"),
     ],
 )
@@ -694,6 +686,28 @@ def test_sse_body_without_its_final_event_is_reported(api: str, data: bytes) -> 
     assert result.returncode == 1
     assert result.stdout == data  # passed on as it came
     assert "ended before its final event" in stderr and "Traceback" not in stderr
+
+
+@pytest.mark.parametrize(
+    ("api", "data", "got"),
+    [
+        ("anthropic", CHAT, "not a Chat Completions chunk"),
+        (
+            "openai",
+            sse_body(
+                "event: message_start\ndata: "
+                + json.dumps({"type": "message_start", "message": {"id": "m", "content": []}})
+            ),
+            "not a Messages event 'message_start'",
+        ),
+    ],
+)
+def test_sse_body_of_another_api_is_an_error(api: str, data: bytes, got: str) -> None:
+    """Nothing passes unscanned: another API's events are named, never relayed as they came."""
+    result = run_cli(["--sse", api, "-s", "</answer>"], data)
+    stderr = result.stderr.decode()
+    assert (result.returncode, result.stdout) == (1, b"")
+    assert "is not a" in stderr and got in stderr and "Traceback" not in stderr, stderr
 
 
 def test_sse_with_errors_replace_is_a_usage_error() -> None:

@@ -407,6 +407,13 @@ def test_cli_sse_without_a_stop(capsysbinary: pytest.CaptureFixture[bytes]) -> N
 # --- what is forwarded was scanned -------------------------------------------------------------
 
 _CHAT_OK = chat_event("fine ")
+# An event each API reads that carries no text (another API's event is a bad item too).
+_OK = {
+    "openai": _CHAT_OK,
+    "anthropic": 'data: {"type":"ping"}',
+    "responses": 'data: {"type":"response.queued","sequence_number":0}',
+    "gemini": 'data: {"usageMetadata":{}}',
+}
 _BAD_DATA = [
     pytest.param(b'{"choices":[{"index":0,"delta":{"content":"a\xff</x>"}}]}', id="invalid-utf8"),
     pytest.param(b'{"choices":[{"index":0,"delta":{"content":"a\x01</x>"}}]}', id="control"),
@@ -424,9 +431,9 @@ def test_data_that_cannot_be_parsed_is_a_bad_item(bad: bytes, shape: str) -> Non
 
     class Body:
         def __iter__(self) -> Iterator[bytes]:
-            yield body(_CHAT_OK)
+            yield body(_OK[shape])
             yield b"data: " + bad + b"\n\n"
-            yield body(_CHAT_OK)
+            yield body(_OK[shape])
 
         def close(self) -> None:
             closes.append(1)
@@ -489,7 +496,7 @@ def test_async_data_that_cannot_be_parsed_is_a_bad_item(shape: str) -> None:
 
     class Body:
         async def _gen(self) -> AsyncIterator[bytes]:
-            yield body(_CHAT_OK)
+            yield body(_OK[shape])
             yield b"data: {} trailing </x>\n\n"
             yield body(_CHAT_OK)
 

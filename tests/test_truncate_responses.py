@@ -7,6 +7,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from stopstream import Stop
 from stopstream.anthropic import truncate_message
 from stopstream.openai import truncate_chat, truncate_response
@@ -121,10 +123,21 @@ def test_response_first_output_text_with_a_stop_ends_it() -> None:
     assert response["stop_sequence"] == "END"
 
 
-def test_not_a_response_passes() -> None:
-    assert truncate_chat({"error": {}}, ["x"]) == {"error": {}}
-    assert truncate_message([1], ["x"]) == [1]
-    assert truncate_response("text", ["x"]) == "text"
+def test_not_a_response_is_a_type_error_naming_it() -> None:
+    """Nothing passes unscanned (contract §8): what a truncate_* cannot read is named."""
+    with pytest.raises(TypeError, match=r"truncate_chat takes .*, not an object with the keys"):
+        truncate_chat({"error": {}}, ["x"])
+    with pytest.raises(TypeError, match=r"truncate_chat takes .*, not str"):
+        truncate_chat("text", ["x"])
+    with pytest.raises(TypeError, match=r"truncate_message takes .*, not list"):
+        truncate_message([1], ["x"])
+    with pytest.raises(TypeError, match=r"not a whole Chat Completions response"):
+        truncate_message({"object": "chat.completion", "choices": []}, ["x"])
+    with pytest.raises(TypeError, match=r"truncate_response takes .*, not str"):
+        truncate_response("text", ["x"])
+    with pytest.raises(TypeError, match=r"not a whole Messages response"):
+        truncate_response({"type": "message", "content": []}, ["x"])
+    # Items of a response it can read that carry no text stay as they are.
     odd = {"output": [None, "item", {"type": "message", "content": "x"}]}
     assert truncate_response(odd, ["x"]) == {
         "output": [None, "item", {"type": "message", "content": "x"}]

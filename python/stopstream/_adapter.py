@@ -223,6 +223,33 @@ def as_json(item: object) -> JSON:
     )
 
 
+def looks_like(item: JSON) -> str:
+    """What a decoded item looks like, for the error of an adapter that cannot read it: the
+    item or whole response of each streaming API, told apart by the fields that mark it."""
+    kind, obj = item.get("type"), item.get("object")
+    if obj == "chat.completion":
+        return "a whole Chat Completions response (truncate_chat takes it)"
+    if obj == "chat.completion.chunk" or isinstance(item.get("choices"), list):
+        return "a Chat Completions chunk (wrap_chat takes it)"
+    if obj == "response" or kind == "response":
+        return "a whole Responses response (truncate_response takes it)"
+    if kind == "message":
+        return "a whole Messages response (truncate_message takes it)"
+    if isinstance(kind, str) and (kind.startswith("response.") or kind == "error"):
+        return f"a Responses event {kind!r} (wrap_responses takes it)"
+    if isinstance(kind, str):
+        return f"a Messages event {kind!r} (wrap_messages takes it)"
+    if isinstance(item.get("candidates"), list):
+        return "a Gemini chunk (stopstream.gemini.wrap takes it)"
+    return f"an object with the keys {sorted(map(str, item))[:8]}"
+
+
+def not_readable(takes: str, item: JSON) -> TypeError:
+    """The error of an item an adapter cannot read (contract §8): what it takes, what it got.
+    Raised from a machine's ``feed``, it is a bad item (§9.3)."""
+    return TypeError(f"{takes}, not {looks_like(item)}")
+
+
 _MISSING = object()
 
 
@@ -354,7 +381,13 @@ class ModelDriver:
         self.closing = machine.closing
 
     def push(self, item: Any) -> list[Any]:
-        view = as_json(item)
+        try:
+            view = as_json(item)
+        except TypeError:
+            takes = getattr(self._machine, "takes", None)
+            if takes is None:
+                raise
+            raise TypeError(f"{takes}, not {type(item).__name__}") from None
         self._last = item
         machine = self._machine
         try:

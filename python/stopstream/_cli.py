@@ -350,7 +350,11 @@ def _run_sse(args: argparse.Namespace, src: BinaryIO, out: BinaryIO) -> int:
         return 1
     options = {"include_stop": args.include_stop, "on_stop": args.on_stop}
     api = APIS[args.sse]
-    view = _relay(sse._wrap(api, chunks, stops, **options), out)
+    try:
+        view = _relay(sse._wrap(api, chunks, stops, **options), out)
+    except TypeError as exc:  # an event of another API (contract §8): never passed unscanned
+        sys.stderr.write(f"stopstream: the SSE body is not a {api.label} stream: {exc}\n")
+        return 1
     stopped, ended = view.stopped, api.ended(view)
     if api.per is None:
         fired = [("", view.stop_index, view.stop_sequence)]

@@ -52,6 +52,7 @@ from stopstream._adapter import (
     SingleView,
     SyncAdapterStream,
     View,
+    not_readable,
     rebuild_from_sample,
     rebuild_model,
     scan,
@@ -101,8 +102,14 @@ class _Part:
         self.pending_logprobs: list[Any] = []  # of deltas held back entirely
 
 
+_TAKES = "wrap_responses takes Responses stream events (the SDK's or their dicts)"
+
+
 class ResponsesMachine(Phases):
     """The Responses adapter over decoded events (dicts); see the module docstring."""
+
+    #: What it reads, as its errors say.
+    takes: ClassVar[str] = _TAKES
 
     shape: ClassVar[Shape] = "responses"
 
@@ -165,6 +172,8 @@ class ResponsesMachine(Phases):
         if phase in (ENDED_PHASE, CLOSING_PHASE):
             return []
         kind = event.get("type")
+        if not isinstance(kind, str) or not (kind.startswith("response.") or kind == "error"):
+            raise not_readable(_TAKES, event)
         if isinstance(event.get("sequence_number"), int):
             self._numbered = True
         if phase == DRAINING_PHASE:
@@ -463,7 +472,10 @@ def truncate_response(response: Any, stops: Stops, include_stop: bool | None = N
     """
     output = response.get("output") if isinstance(response, dict) else None
     if not isinstance(output, list):
-        return response
+        takes = "truncate_response takes a whole Responses response (a dict of the wire shape)"
+        if isinstance(response, dict):
+            raise not_readable(takes, response)
+        raise TypeError(f"{takes}, not {type(response).__name__}")
     compiled = stop_set(stops, include_stop)
     for position, item in enumerate(output):
         if not isinstance(item, dict) or item.get("type") != "message":

@@ -54,6 +54,7 @@ from stopstream._adapter import (
     SingleView,
     SyncAdapterStream,
     View,
+    not_readable,
     rebuild_from_sample,
     rebuild_model,
     scan,
@@ -114,8 +115,14 @@ class _Block:
         self.filter: StopFilter | None = None
 
 
+_TAKES = "wrap_messages takes Messages stream events (the SDK's or their dicts)"
+
+
 class MessagesMachine(Phases):
     """The Messages adapter over decoded events (dicts); see the module docstring."""
+
+    #: What it reads, as its errors say.
+    takes: ClassVar[str] = _TAKES
 
     shape: ClassVar[Shape] = "messages"
 
@@ -165,6 +172,8 @@ class MessagesMachine(Phases):
         if phase in (ENDED_PHASE, CLOSING_PHASE):
             return []
         kind = event.get("type")
+        if not isinstance(kind, str) or kind == "message" or kind.startswith("response."):
+            raise not_readable(_TAKES, event)
         if phase == DRAINING_PHASE:
             if kind == "ping":
                 return [(event, event)]
@@ -564,8 +573,11 @@ def truncate_message(message: Any, stops: Stops, include_stop: bool | None = Non
     becomes ``"stop_sequence"`` and ``stop_sequence`` names the stop).
     """
     content = message.get("content") if isinstance(message, dict) else None
-    if not isinstance(content, list):
-        return message
+    if not isinstance(content, list) or message.get("type", "message") != "message":
+        takes = "truncate_message takes a whole message (a dict of the wire shape)"
+        if isinstance(message, dict):
+            raise not_readable(takes, message)
+        raise TypeError(f"{takes}, not {type(message).__name__}")
     compiled = stop_set(stops, include_stop)
     for position, block in enumerate(content):
         if not (isinstance(block, dict) and block.get("type") == "text"):

@@ -57,6 +57,7 @@ from stopstream._adapter import (
     Shape,
     SyncAdapterStream,
     as_json,
+    not_readable,
     scan,
 )
 from stopstream._core import StopFilter
@@ -101,8 +102,30 @@ def _is_snake(obj: JSON) -> bool:
     return any("_" in key for key in obj)
 
 
+_TAKES = "stopstream.gemini.wrap takes generateContent stream chunks (the SDK's or their dicts)"
+_TRUNCATE_TAKES = "stopstream.gemini.truncate_response takes a generateContent response"
+# The fields of a chunk without candidates (either case), and those that mark another API's item.
+_GEMINI = frozenset(
+    (
+        "promptFeedback",
+        "prompt_feedback",
+        "usageMetadata",
+        "usage_metadata",
+        "modelVersion",
+        "model_version",
+        "responseId",
+        "response_id",
+        "error",
+    )
+)
+_OTHER_APIS = frozenset(("choices", "type", "object"))
+
+
 class GeminiMachine(IndexedMachine):
     """The Gemini adapter over decoded ``GenerateContentResponse`` chunks (dicts)."""
+
+    #: What it reads, as its errors say.
+    takes: ClassVar[str] = _TAKES
 
     shape: ClassVar[Shape] = "gemini"
     items = "candidates"
@@ -127,7 +150,9 @@ class GeminiMachine(IndexedMachine):
             return []
         candidates = chunk.get("candidates")
         if not isinstance(candidates, list):
-            return [(chunk, chunk)]  # prompt feedback only, or an error object: pass it on
+            if _OTHER_APIS.isdisjoint(chunk) and not _GEMINI.isdisjoint(chunk):
+                return [(chunk, chunk)]  # prompt feedback or usage only, or an error: no text
+            raise not_readable(_TAKES, chunk)
         return self._feed_items(chunk, candidates, False)
 
     def _scan(self, candidate: JSON, index: int, stream: TextStream, chunk: JSON) -> JSON | None:
@@ -299,10 +324,12 @@ def truncate_response(response: Any, stops: Stops, include_stop: bool | None = N
     elif isinstance(response, Mapping) or callable(getattr(response, "model_dump", None)):
         data = as_json(response)
     else:
-        return response
+        raise TypeError(f"{_TRUNCATE_TAKES}, not {type(response).__name__}")
     candidates = data.get("candidates")
     if not isinstance(candidates, list):
-        return response
+        if _OTHER_APIS.isdisjoint(data) and not _GEMINI.isdisjoint(data):
+            return response  # prompt feedback only: no text
+        raise not_readable(_TRUNCATE_TAKES, data)
     compiled = stop_set(stops, include_stop)
     changed = False
     for candidate in candidates:

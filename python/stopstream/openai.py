@@ -63,6 +63,7 @@ from stopstream._adapter import (
     Shape,
     SyncAdapterStream,
     as_json,
+    not_readable,
     scan,
 )
 from stopstream._core import _SDKStage, truncate
@@ -118,12 +119,17 @@ def __dir__() -> list[str]:
 
 _T = TypeVar("_T")
 
+_CHAT_TAKES = "wrap_chat takes Chat Completions chunks (ChatCompletionChunk or its dict)"
+
 # Top-level fields copied from the latest upstream chunk into a synthesized one.
 _CHUNK_FIELDS = ("id", "object", "created", "model", "system_fingerprint", "service_tier")
 
 
 class ChatMachine(IndexedMachine):
     """The Chat Completions adapter over decoded chunks (dicts); see the module docstring."""
+
+    #: What it reads, as its errors say.
+    takes: ClassVar[str] = _CHAT_TAKES
 
     shape: ClassVar[Shape] = "chat"
     items = "choices"
@@ -159,8 +165,10 @@ class ChatMachine(IndexedMachine):
                 self._drained = chunk
             return []
         choices = chunk.get("choices")
-        if not isinstance(choices, list):
-            return [(chunk, chunk)]  # not a chunk (an error object, say): pass it on
+        if not isinstance(choices, list) or chunk.get("object") == "chat.completion":
+            if "error" in chunk and "type" not in chunk and choices is None:
+                return [(chunk, chunk)]  # an error object in the stream: no text, passed on
+            raise not_readable(_CHAT_TAKES, chunk)
         self._template = chunk
         return self._feed_items(chunk, choices, usage is not None)
 
@@ -483,9 +491,11 @@ def truncate_chat(completion: Any, stops: Stops, include_stop: bool | None = Non
     at its first stop, as the stream adapter cuts a choice; a choice cut here gets
     ``finish_reason: "stop"`` and ``stop_reason`` naming the stop (as vLLM reports it).
     """
-    compiled = stop_set(stops, include_stop)
     choices = _field(completion, "choices")
-    for choice in choices if isinstance(choices, list) else []:
+    if not isinstance(choices, list) or _field(completion, "object") == "chat.completion.chunk":
+        raise _not_a_completion(completion)
+    compiled = stop_set(stops, include_stop)
+    for choice in choices:
         message = _field(choice, "message")
         content = _field(message, "content")
         if message is None or not isinstance(content, str):
@@ -496,6 +506,13 @@ def truncate_chat(completion: Any, stops: Stops, include_stop: bool | None = Non
             _set(choice, "finish_reason", "stop")
             _set(choice, "stop_reason", stop)
     return completion
+
+
+def _not_a_completion(obj: Any) -> TypeError:
+    takes = "truncate_chat takes a whole chat completion (ChatCompletion or its dict)"
+    if isinstance(obj, dict) or hasattr(obj, "model_dump"):
+        return not_readable(takes, as_json(obj))
+    return TypeError(f"{takes}, not {type(obj).__name__}")
 
 
 def _field(obj: Any, name: str) -> Any:
