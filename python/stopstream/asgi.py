@@ -403,6 +403,8 @@ class _Exchange(Response):
     from that cancellation (an ``await`` in a cancelled scope would be cancelled itself).
     """
 
+    background = None  # read by FastAPI, which may attach tasks to a response it returns
+
     def __init__(self, call: Call) -> None:  # no super().__init__: there is no body yet
         self._call = call
 
