@@ -24,10 +24,9 @@ HTTP stack, and the upstream gets the very requests it gets from the gateway (so
 the same paced streams). The process's CPU time (user + system, from ``/proc``) per request of
 the gateway path against the twin's is stopstream's share of the relay: reading, bounding and
 splitting the stops, and the SSE adapter over every event. Rounds alternate the paths (the
-twin and the gateway take turns going first) so that other work on
-the machine weighs on all alike; the load (``uptime``) is printed with the results. Every response
-is checked (status 200, the whole text, ``data: [DONE]``): the process exits with status 2
-when one is wrong.
+twin and the gateway take turns going first) so that other work on the machine weighs on all
+alike; the load (``uptime``) is printed with the results. Every response is checked (status
+200, the whole text, ``data: [DONE]``): the process exits with status 2 when one is wrong.
 """
 
 from __future__ import annotations
