@@ -298,6 +298,8 @@ BAD_STOPS = [
     ({"a": 1}, "expected a string or an array of strings, not an object"),
     (["a", 3], "the stop at position 1 is a number, not a string"),
     (["a", None], "the stop at position 1 is null, not a string"),
+    ([True], "the stop at position 0 is a boolean, not a string"),
+    (4, "expected a string or an array of strings, not a number"),
     (["a", ""], "stop at position 1 is empty"),
     (["s"] * 9, "9 stops, over the gateway's bound of 8 (max_stops)"),
     (["x" * 40, "y" * 30], "over the gateway's bound of 64 bytes (max_stop_bytes)"),

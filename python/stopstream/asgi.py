@@ -264,8 +264,16 @@ def _stop_list(value: object, field: str, max_stops: int, max_stop_bytes: int) -
 
 
 def _json_type(value: object) -> str:
-    names = {dict: "an object", list: "an array", bool: "a boolean", int: "a number"}
-    return names.get(type(value), "a number" if isinstance(value, float) else "null")
+    """What a decoded JSON value is, as messages name it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):  # before int: a bool is an int
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
 
 
 def prepare(
