@@ -191,7 +191,8 @@ async def read_json(request: Request, *, max_body_bytes: int = MAX_BODY_BYTES) -
         GatewayError: 413 for a body over the bound; 400 for a body that is not a JSON object.
     """
     over = GatewayError(
-        413, f"The request body is over the gateway's bound of {max_body_bytes} bytes."
+        413,
+        f"The request body is over the gateway's bound of {max_body_bytes} bytes (max_body_bytes).",
     )
     length = request.headers.get("content-length", "")
     if length.isdigit() and int(length) > max_body_bytes:
