@@ -1,20 +1,32 @@
-"""Load through the example gateway against the same load sent straight to the fake upstream.
+"""Load through the example gateway against the same load sent straight to the fake upstream,
+and the gateway's CPU with stops against its own pass-through twin.
 
 Usage (from the repository root, with the gateway extra installed)::
 
-    python benches/gateway_load.py            # 3 interleaved rounds of 600 requests: ~1 min
+    python benches/gateway_load.py            # 4 interleaved rounds of 600 requests: ~2 min
     python benches/gateway_load.py --quick    # 1 round of 200 requests: ~15 s
     python benches/gateway_load.py --gateway path/to/other/gateway.py   # compare a version
+
+(``--gateway``: a program with the example's ``create_app(upstream)``.)
 
 The fake model server (``tests/fake_upstream.py``) and the gateway (``examples/gateway.py``)
 each run as a real uvicorn server in a process of its own on 127.0.0.1; this process is the
 load generator: streaming chat completions at a fixed concurrency (100 by default), each a
 stream of ``--events`` content deltas paced ``--delay`` seconds apart by the upstream, with six
 stops (none fires, so both paths carry the same text). It reports requests per second and the
-time to the first body byte (p50, p99) of each path, and what the gateway adds. Rounds
-alternate direct / gateway so that other work on the machine weighs on both alike; the load
-average is printed with the results. Every response is checked (status 200, the whole text,
-``data: [DONE]``): the process exits with status 2 when one is wrong.
+time to the first body byte (p50, p99) of each path, and what the gateway adds.
+
+A third path goes through the gateway's pass-through twin: one more route in the gateway's
+process, ``/twin/v1/chat/completions``, the same ``stopstream.asgi`` route told that its
+upstream enforces every stop (``provider="vllm", plugin=True``) and sent the 4 stops the
+gateway sends upstream. It relays the upstream's bytes unchanged, through the same server and
+HTTP stack, and the upstream gets the very requests it gets from the gateway (so both relay
+the same paced streams). The process's CPU time (user + system, from ``/proc``) per request of
+the gateway path against the twin's is stopstream's share of the relay: reading, bounding and
+splitting the stops, and the SSE adapter over every event. Rounds alternate the paths (the
+twin and the gateway take turns going first) so that other work on the machine weighs on all
+alike; the load (``uptime``) is printed with the results. Every response is checked (status
+200, the whole text, ``data: [DONE]``): the process exits with status 2 when one is wrong.
 """
 
 from __future__ import annotations
@@ -36,6 +48,8 @@ ROOT = Path(__file__).resolve().parent.parent
 GATEWAY = ROOT / "examples" / "gateway.py"
 STOPS = ["###", "END", "<|im_end|>", "Observation:", "</answer>", "\n\nUser:"]
 TEXT_PIECE = " token"
+CHAT = "/v1/chat/completions"
+TWIN = "/twin/v1/chat/completions"
 
 
 @dataclass
@@ -44,6 +58,7 @@ class Result:
 
     seconds: float = 0.0
     requests: int = 0
+    cpu: float = 0.0  # the relaying process's CPU seconds over the rounds (Linux only)
     ttfb: list[float] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
 
@@ -75,15 +90,32 @@ def wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 30
     raise RuntimeError(f"nothing listening on port {port} after {timeout} s")
 
 
+def cpu_seconds(pid: int) -> float:
+    """The user + system CPU time of process ``pid`` (0.0 where ``/proc`` is missing)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat.rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def uptime() -> str:
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return f"load average {os.getloadavg()[0]:.2f}"
+
+
 @contextmanager
-def server(args: list[str], port: int) -> Iterator[None]:
+def server(args: list[str], port: int) -> Iterator[int]:
     # Quiet: the gateway logs every request; its errors would show as wrong responses.
     proc = subprocess.Popen(
         [sys.executable, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
         wait_listening(port, proc)
-        yield
+        yield proc.pid
     finally:
         proc.terminate()
         try:
@@ -105,6 +137,38 @@ def serve_upstream(port: int, events: int, delay: float) -> None:
     fake.delay = delay
     fake.split_events = False
     uvicorn.run(fake, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+def serve_gateway(port: int, upstream: str, program: Path) -> None:
+    """The gateway program's app, served as its ``main`` serves it, with the twin's route."""
+    import contextlib
+    import importlib.util
+    from collections.abc import AsyncIterator
+
+    import uvicorn
+    from starlette.applications import Starlette
+
+    from stopstream import asgi
+
+    spec = importlib.util.spec_from_file_location("gateway_under_test", program)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    app: Starlette = module.create_app(upstream)
+    pool = asgi.UpstreamPool()  # as the gateway's, with its defaults
+    # With the plugin's split, what the upstream's `stop` takes is all there is: 4 stops go
+    # upstream, none is left to enforce here, and the route forwards the body's bytes.
+    twin = asgi.route("chat", upstream, client=pool, provider="vllm", plugin=True, path=TWIN)
+    app.router.routes.append(twin)
+    gateway_lifespan = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with gateway_lifespan(app), pool:
+            yield
+
+    app.router.lifespan_context = lifespan
+    uvicorn.run(app, host="127.0.0.1", port=port)
 
 
 class Connection:
@@ -157,9 +221,11 @@ class Connection:
             self.streams[1].close()
 
 
-async def one_request(conn: Connection, payload: bytes, events: int, result: Result) -> None:
+async def one_request(
+    conn: Connection, path: str, payload: bytes, events: int, result: Result
+) -> None:
     try:
-        status, ttfb, body = await conn.post("/v1/chat/completions", payload)
+        status, ttfb, body = await conn.post(path, payload)
     except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
         conn.close()
         conn.streams = None
@@ -174,46 +240,62 @@ async def one_request(conn: Connection, payload: bytes, events: int, result: Res
 
 
 async def load(
-    port: int, stops: list[str], events: int, requests: int, concurrency: int, result: Result
+    port: int,
+    path: str,
+    stops: list[str],
+    args: argparse.Namespace,
+    result: Result,
+    pid: int | None = None,
 ) -> None:
+    """``args.requests`` calls to ``path`` at ``args.concurrency``; ``pid``: the process whose
+    CPU time they cost."""
+    events = args.events
     payload = json.dumps({"model": "fake", "messages": [], "stream": True, "stop": stops})
     body = payload.encode()
-    conns = [Connection(port) for _ in range(concurrency)]
-    left = requests
+    conns = [Connection(port) for _ in range(args.concurrency)]
+    left = args.requests
 
     async def worker(conn: Connection, sink: Result) -> None:
         nonlocal left
         while left > 0:
             left -= 1
-            await one_request(conn, body, events, sink)
+            await one_request(conn, path, body, events, sink)
 
     try:
         # Warm up: open the connections, fill caches.
         warm = Result()
-        await asyncio.gather(*(one_request(c, body, events, warm) for c in conns))
+        await asyncio.gather(*(one_request(c, path, body, events, warm) for c in conns))
         result.failures += warm.failures
+        cpu = cpu_seconds(pid) if pid is not None else 0.0
         start = time.perf_counter()
         await asyncio.gather(*(worker(c, result) for c in conns))
         result.seconds += time.perf_counter() - start
-        result.requests += requests
+        result.requests += args.requests
+        if pid is not None:
+            result.cpu += cpu_seconds(pid) - cpu
     finally:
         for conn in conns:
             conn.close()
 
 
-def report(direct: Result, gateway: Result, args: argparse.Namespace) -> None:
+def report(
+    direct: Result, gateway: Result, twin: Result, args: argparse.Namespace, load: str
+) -> None:
     print(
         f"gateway load: {args.requests} requests x {args.rounds} round(s) per path at "
         f"concurrency {args.concurrency}, {args.events} events {args.delay * 1000:g} ms apart; "
-        f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
+        f"{os.cpu_count()} cores"
     )
+    print(f"uptime before: {load}")
+    print(f"uptime after:  {uptime()}")
     print()
-    print("| path | requests/s | TTFB p50 | TTFB p99 |")
-    print("|---|---:|---:|---:|")
-    for name, r in (("direct", direct), ("gateway", gateway)):
+    print("| path | requests/s | TTFB p50 | TTFB p99 | relay CPU per request |")
+    print("|---|---:|---:|---:|---:|")
+    for name, r in (("direct", direct), ("gateway", gateway), ("twin", twin)):
+        cpu = f"{r.cpu / r.requests * 1e6:.0f} µs" if r.cpu and r.requests else "-"
         print(
             f"| {name} | {r.rps:.0f} | {r.quantile(0.5) * 1000:.1f} ms "
-            f"| {r.quantile(0.99) * 1000:.1f} ms |"
+            f"| {r.quantile(0.99) * 1000:.1f} ms | {cpu} |"
         )
     ratio = gateway.rps / direct.rps if direct.rps else 0.0
     p50 = (gateway.quantile(0.5) - direct.quantile(0.5)) * 1000
@@ -222,6 +304,13 @@ def report(direct: Result, gateway: Result, args: argparse.Namespace) -> None:
     print(
         f"gateway/direct throughput: {ratio:.2f}x; added TTFB: p50 {p50:+.1f} ms, p99 {p99:+.1f} ms"
     )
+    if gateway.cpu and twin.cpu:
+        share = (gateway.cpu / gateway.requests) / (twin.cpu / twin.requests)
+        print(
+            f"gateway CPU / pass-through twin's, per request: {share:.2f}x "
+            f"({gateway.cpu:.2f} s / {gateway.requests} requests against "
+            f"{twin.cpu:.2f} s / {twin.requests})"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -234,28 +323,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--delay", type=float, default=0.005, help="seconds between events")
     parser.add_argument("--gateway", type=Path, default=GATEWAY, help="the gateway program")
     parser.add_argument("--serve-upstream", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-gateway", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    parser.add_argument("--upstream", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_upstream is not None:
         serve_upstream(args.serve_upstream, args.events, args.delay)
         return 0
+    if args.serve_gateway is not None:
+        serve_gateway(args.serve_gateway, args.upstream, args.gateway)
+        return 0
     args.requests = args.requests or (200 if args.quick else 600)
-    args.rounds = args.rounds or (1 if args.quick else 3)
+    args.rounds = args.rounds or (1 if args.quick else 4)
     upstream_port, gateway_port = free_port(), free_port()
     upstream_url = f"http://127.0.0.1:{upstream_port}"
-    direct, gateway = Result(), Result()
+    direct, gateway, twin = Result(), Result(), Result()
     upstream_args = [__file__, "--serve-upstream", str(upstream_port)]
     upstream_args += ["--events", str(args.events), "--delay", str(args.delay)]
-    gateway_args = [str(args.gateway), "--port", str(gateway_port)]
+    gateway_args = [__file__, "--serve-gateway", str(gateway_port), "--gateway", str(args.gateway)]
     gateway_args += ["--upstream", f"{upstream_url}/v1"]
-    with server(upstream_args, upstream_port), server(gateway_args, gateway_port):
-        for _ in range(args.rounds):
-            for port, stops, result in (
-                (upstream_port, STOPS[:4], direct),
-                (gateway_port, STOPS, gateway),
-            ):
-                asyncio.run(load(port, stops, args.events, args.requests, args.concurrency, result))
-    report(direct, gateway, args)
-    failures = direct.failures + gateway.failures
+    load_before = uptime()
+    with server(upstream_args, upstream_port), server(gateway_args, gateway_port) as pid:
+        for round_ in range(args.rounds):
+            paths = [(CHAT, STOPS, gateway), (TWIN, STOPS[:4], twin)]
+            if round_ % 2:
+                paths.reverse()  # neither of the two always goes first
+            asyncio.run(load(upstream_port, CHAT, STOPS[:4], args, direct))
+            for path, stops, result in paths:
+                asyncio.run(load(gateway_port, path, stops, args, result, pid))
+    report(direct, gateway, twin, args, load_before)
+    failures = direct.failures + gateway.failures + twin.failures
     if failures:
         print(f"\n{len(failures)} wrong responses, e.g. {failures[0]}", file=sys.stderr)
         return 2

@@ -1,14 +1,14 @@
 """A fake model server for the end-to-end tests, and a function that serves ASGI apps on loopback.
 
 ``FakeUpstream`` is a raw ASGI app answering ``POST .../chat/completions`` (OpenAI) and
-``POST .../v1/messages`` (Anthropic) with streams in the providers' shapes, paced so that a
-client closing early is noticed: every request is recorded, with the number of events sent and
-whether the client disconnected before the end (its stream cancelled early) or the stream ran to
-its end; ``open_streams`` counts the responses still being sent, and ``Served.open_connections``
-the connections the server holds. ``chat_by_model`` picks a script per request by its ``model``,
-for loads that mix requests. Like the real APIs, it rejects more than 4
-``stop`` sequences (and any ``stop`` when ``reject_stop`` is set), and it applies the ``stop``
-sequences it receives itself.
+``POST .../v1/messages`` (Anthropic) with streams in the providers' shapes (or the whole
+response, for a request without ``stream``), paced so that a client closing early is noticed:
+every request is recorded, with the number of events sent and whether the client disconnected
+before the end (its stream cancelled early) or the stream ran to its end; ``open_streams``
+counts the responses still being sent, and ``Served.open_connections`` the connections the
+server holds. ``chat_by_model`` picks a script per request by its ``model``, for loads that mix
+requests. Like the real APIs, it rejects more than 4 ``stop`` sequences (and any ``stop`` when
+``reject_stop`` is set), and it applies the ``stop`` sequences it receives itself.
 """
 
 from __future__ import annotations
@@ -205,6 +205,9 @@ class FakeUpstream:
             "stop_sequence": None,
             "usage": script.usage,
         }
+        if not body.get("stream"):
+            await _json(send, 200, _whole_message(message, script))
+            return
         events: list[tuple[str, dict[str, Any]]] = [
             ("message_start", {"type": "message_start", "message": message}),
             ("ping", {"type": "ping"}),
@@ -296,6 +299,23 @@ class FakeUpstream:
             record.completed.set()
         finally:
             watcher.cancel()
+
+
+def _whole_message(message: dict[str, Any], script: MessagesScript) -> dict[str, Any]:
+    """The non-streamed message of a script: each block whole."""
+    content: list[dict[str, Any]] = []
+    for kind, parts in script.blocks:
+        if kind == "text":
+            content.append({"type": "text", "text": "".join(parts)})
+        elif kind == "thinking":
+            content.append({"type": "thinking", "thinking": "".join(parts), "signature": "c2ln"})
+        else:
+            arguments = json.loads("".join(parts) or "{}")
+            content.append(
+                {"type": "tool_use", "id": "toolu_fake", "name": kind, "input": arguments}
+            )
+    usage = {**script.usage, "output_tokens": script.final_output_tokens}
+    return {**message, "content": content, "stop_reason": script.stop_reason, "usage": usage}
 
 
 def _apply_upstream_stops(

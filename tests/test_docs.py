@@ -108,7 +108,9 @@ def split_expectations(code: str) -> list[tuple[str, str | None, int]]:
     statements = tree.body
     for n, node in enumerate(statements):
         end = node.end_lineno or node.lineno
-        source = "\n".join(lines[node.lineno - 1 : end])
+        # A decorated definition starts at its first decorator (`lineno` is its `def` line).
+        start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+        source = "\n".join(lines[start - 1 : end])
         expected = None
         last = lines[end - 1]
         if EXPECT in last:

@@ -1,8 +1,9 @@
 """The streaming APIs stopstream knows, one row each: the one place their facts live.
 
 ``stopstream.sse`` (how a body is framed), the command line (``--sse NAME``: which machine,
-what to report, what a finished body ends with) and ``examples/gateway.py`` (the whole-response
-rules and the SSE wrapper of each route) read this table. A new streaming API is its module
+what to report, what a finished body ends with) and ``stopstream.asgi`` (where a request keeps
+its stops, where it goes upstream, how an error looks, the whole-response rules and the SSE
+wrapper of each route) read this table. A new streaming API is its module
 (its ``Machine`` and view) and one row here (plus, for speed, its shape in the core's tables;
 until then ``native=False`` runs its SSE bodies in Python).
 """
@@ -42,6 +43,24 @@ class StreamingApi:
     # The core parses its SSE bodies and handles the common event natively (it knows the
     # shape); otherwise ``stopstream.sse.SSEDriver`` runs the body in Python, same output.
     native: bool = True
+    # What a gateway in front of the API reads (``stopstream.asgi``); ``path`` None: no route.
+    path: str | None = None  # the endpoint on the provider's host ("/v1/messages")
+    base_path: str = ""  # the start of ``path`` that its SDK's base URL holds ("/v1")
+    stop_field: str | None = None  # the request's stop list; None: the API has none
+    count_field: str | None = None  # the request's count of parallel text streams ("n")
+    # (message, the request field at fault or None) -> an error body in the API's shape
+    error: Callable[[str, str | None], dict[str, Any]] | None = None
+
+
+def _openai_error(message: str, param: str | None) -> dict[str, Any]:
+    # https://platform.openai.com/docs/guides/error-codes: {"error": {message, type, param, code}}
+    error = {"message": message, "type": "invalid_request_error", "param": param, "code": None}
+    return {"error": error}
+
+
+def _anthropic_error(message: str, _param: str | None) -> dict[str, Any]:
+    # https://docs.anthropic.com/en/api/errors: {"type": "error", "error": {type, message}}
+    return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
 
 
 def _all_finished(view: Any) -> bool:
@@ -68,6 +87,11 @@ CHAT = StreamingApi(
     per="choice",
     ended=_all_finished,
     truncate=truncate_chat,
+    path="/v1/chat/completions",
+    base_path="/v1",
+    stop_field="stop",
+    count_field="n",
+    error=_openai_error,
 )
 RESPONSES = StreamingApi(
     name="responses",
@@ -82,6 +106,10 @@ RESPONSES = StreamingApi(
     per=None,
     ended=_complete,
     truncate=truncate_response,
+    path="/v1/responses",
+    base_path="/v1",
+    stop_field=None,  # `ResponseCreateParams` has no `stop`
+    error=_openai_error,
 )
 MESSAGES = StreamingApi(
     name="anthropic",
@@ -96,6 +124,9 @@ MESSAGES = StreamingApi(
     per=None,
     ended=_has_stop_reason,
     truncate=truncate_message,
+    path="/v1/messages",
+    stop_field="stop_sequences",
+    error=_anthropic_error,
 )
 GEMINI = StreamingApi(
     name="gemini",

@@ -48,16 +48,14 @@ This module imports ``litellm`` (``pip install 'stopstream[litellm]'``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from litellm.integrations.custom_logger import CustomLogger
 
 import stopstream
-from stopstream._vllm_options import EXTRA_KEY
 from stopstream.openai import awrap_chat, truncate_chat
-from stopstream.providers import PROVIDERS, split_stops
+from stopstream.providers import PROVIDERS, _with_plugin_options, split_stops
 
 __all__ = ["PROVIDER_NAMES", "StopstreamCallback", "callback"]
 
@@ -219,26 +217,6 @@ def _reporting(chunk: Any) -> Any:
         "stop_reason": stop,
     }
     return chunk
-
-
-def _with_plugin_options(xargs: object, options: dict[str, Any]) -> dict[str, Any]:
-    """The request's ``vllm_xargs`` with ``options`` for the vLLM plugin. Options the client sent
-    keep theirs (their skip regions then cover these stops too) and get these stops after their
-    own; options the plugin cannot read are left for the server to reject (a 400 naming them)."""
-    merged = dict(xargs) if isinstance(xargs, Mapping) else {}
-    given = merged.get(EXTRA_KEY)
-    if given is not None:
-        try:
-            given = json.loads(given) if isinstance(given, str) else given
-        except ValueError:
-            return merged
-        own = given.get("stop", []) if isinstance(given, Mapping) else None
-        own = [own] if isinstance(own, str) else own
-        if not isinstance(own, list):
-            return merged
-        options = {**given, "stop": [*own, *options["stop"]]}
-    merged[EXTRA_KEY] = json.dumps(options)
-    return merged
 
 
 def _stops_of(data: Mapping[str, Any]) -> list[Any] | None:

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -269,6 +269,26 @@ class StopSplit(_Pair):
         if self.plugin is None:
             raise ValueError("vllm_xargs() needs a split made with plugin=True")
         return {EXTRA_KEY: json.dumps(self.plugin)} if self.plugin else {}
+
+
+def _with_plugin_options(xargs: object, options: dict[str, Any]) -> dict[str, Any]:
+    """The request's ``vllm_xargs`` with ``options`` for the vLLM plugin. Options the client sent
+    keep theirs (their skip regions then cover these stops too) and get these stops after their
+    own; options the plugin cannot read are left for the server to reject (a 400 naming them)."""
+    merged = dict(xargs) if isinstance(xargs, Mapping) else {}
+    given = merged.get(EXTRA_KEY)
+    if given is not None:
+        try:
+            given = json.loads(given) if isinstance(given, str) else given
+        except (ValueError, RecursionError):  # too deep: the server rejects it too
+            return merged
+        own = given.get("stop", []) if isinstance(given, Mapping) else None
+        own = [own] if isinstance(own, str) else own
+        if not isinstance(own, list):
+            return merged
+        options = {**given, "stop": [*own, *options["stop"]]}
+    merged[EXTRA_KEY] = json.dumps(options)
+    return merged
 
 
 def limits_for(provider: str, model: str | None = None) -> Limits:
