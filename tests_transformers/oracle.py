@@ -73,7 +73,17 @@ def expected(
     stop_token_ids: frozenset[int] = frozenset(),
     alphabet: str,
     horizon: int = 4,
+    every_id: bool = True,
 ) -> Expected:
+    """The reference's run over ``ids``. With ``every_id`` the ids are fed one at a time and
+    ``emitted`` has the output after each; without, the id after which the stop fires is found
+    by bisection over prefixes fed whole (chunk invariance, contract §2.4, makes both the same
+    run), and ``emitted`` is the final text only: a few scans of the text instead of one per id.
+    """
+    if not every_id:
+        return _bisected(
+            table, ids, stops, include_stop, skip, skip_until, stop_token_ids, alphabet, horizon
+        )
     f = ReferenceStopFilter(
         stops, include_stop, skip=skip, skip_until=skip_until, alphabet=alphabet, horizon=horizon
     )
@@ -101,3 +111,49 @@ def expected(
         on_id = False
     emitted.append(out)
     return Expected(tuple(emitted), taken, out, f.stop_sequence, f.stop_index, reason, on_id)
+
+
+def _bisected(
+    table: Table,
+    ids: Sequence[int],
+    stops: list[Any],
+    include_stop: bool,
+    skip: list[tuple[str, str]] | None,
+    skip_until: str | None,
+    stop_token_ids: frozenset[int],
+    alphabet: str,
+    horizon: int,
+) -> Expected:
+    def new() -> ReferenceStopFilter:
+        return ReferenceStopFilter(
+            stops, include_stop, skip=skip, skip_until=skip_until, alphabet=alphabet, horizon=horizon
+        )
+
+    end = next((k for k, i in enumerate(ids) if i in stop_token_ids), len(ids))
+    pieces = table.pieces(ids[:end])
+    prefix = ["".join(pieces[:k]) for k in range(end + 1)]
+
+    def fired(k: int) -> bool:
+        f = new()
+        f.feed(prefix[k])
+        return f.stop_index is not None
+
+    # The smallest k in 1..end whose prefix fires (firing is monotonic in k), or none.
+    lo, hi = 1, end + 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fired(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    f = new()
+    if lo <= end:
+        out = f.feed(prefix[lo])
+        return Expected((out,), lo, out, f.stop_sequence, f.stop_index, "stop_sequence", True)
+    tail = bytes(b for i in ids[:end] for b in table.tokens[i]).decode("utf-8", "replace")
+    out = f.feed(tail) + f.finish()
+    if end < len(ids):
+        reason = "stop_sequence" if f.stop_index is not None else "stop_token"
+        return Expected((out,), end + 1, out, f.stop_sequence, f.stop_index, reason, True)
+    reason = "stop_sequence" if f.stop_index is not None else "end"
+    return Expected((out,), len(ids), out, f.stop_sequence, f.stop_index, reason, False)

@@ -71,3 +71,85 @@ def make_model(tokenizer: Any, seed: int = 0) -> Any:
     with torch.no_grad():
         model.model.embed_tokens.weight.mul_(4.0)
     return model.eval()
+
+
+PEER_TEXT = [
+    "<|im_start|><|im_end|> stop e nd the end end of They completed the challenging puzzle,",
+    "revealing the hidden image at the end. Today a dragon flew over France. The aroma of",
+    "freshly baked pizza filled the kitchen. abc baa abbbbbbb a b s eNd en d 대화 끝 다음",
+    "작업 완료 후속 abc 끝!",
+]
+
+
+def make_byte_fallback_tokenizer() -> Any:
+    """A SentencePiece-style BPE (Llama 2's layout: ``▁`` for spaces, ``<0xNN>`` byte tokens,
+    decoder ``Replace``/``ByteFallback``/``Fuse``/``Strip``) with a small alphabet, so that
+    Hangul comes out as byte tokens."""
+    import json
+
+    from tokenizers import Tokenizer, decoders, models, normalizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.normalizer = normalizers.Sequence(
+        [normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")]
+    )
+    tok.decoder = decoders.Sequence(
+        [
+            decoders.Replace("\u2581", " "),
+            decoders.ByteFallback(),
+            decoders.Fuse(),
+            decoders.Strip(" ", 1, 0),
+        ]
+    )
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=["<unk>", "<s>", "</s>"], limit_alphabet=60,
+        show_progress=False,
+    )
+    tok.train_from_iterator([*PEER_TEXT, *EXTRA_TEXT[:1]] * 5, trainer)
+    config = json.loads(tok.to_str())
+    vocab: dict[str, int] = config["model"]["vocab"]
+    for b in range(256):
+        vocab.setdefault(f"<0x{b:02X}>", len(vocab))
+    config["model"]["byte_fallback"] = True
+    backend = Tokenizer.from_str(json.dumps(config))
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, bos_token="<s>", eos_token="</s>", unk_token="<unk>"
+    )
+
+
+def make_wordpiece_tokenizer() -> Any:
+    """A BERT-style WordPiece tokenizer (decoder ``WordPiece``: not byte-level)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.decoder = decoders.WordPiece()
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=300, special_tokens=["[UNK]", "[PAD]"], show_progress=False
+    )
+    tok.train_from_iterator(PEER_TEXT * 5, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]")
+
+
+def make_peer_tokenizer(im_special: bool) -> Any:
+    """A byte-level BPE for the peer cases: ``<|im_start|>``/``<|im_end|>`` are special tokens
+    with ``im_special`` (as in Qwen's), plain text otherwise (as in GPT-2's)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    special = ["<|endoftext|>", *(["<|im_start|>", "<|im_end|>"] if im_special else [])]
+    trainer = trainers.BpeTrainer(
+        vocab_size=500,
+        special_tokens=special,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(PEER_TEXT * 5, trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|endoftext|>", pad_token="<|endoftext|>"
+    )
