@@ -14,9 +14,8 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-import torch
-
 import tiny
+import torch
 
 torch.set_num_threads(1)
 

@@ -126,7 +126,12 @@ def _bisected(
 ) -> Expected:
     def new() -> ReferenceStopFilter:
         return ReferenceStopFilter(
-            stops, include_stop, skip=skip, skip_until=skip_until, alphabet=alphabet, horizon=horizon
+            stops,
+            include_stop,
+            skip=skip,
+            skip_until=skip_until,
+            alphabet=alphabet,
+            horizon=horizon,
         )
 
     end = next((k for k, i in enumerate(ids) if i in stop_token_ids), len(ids))

@@ -53,7 +53,9 @@ def test_import_stopstream_imports_neither() -> None:
     assert out.stdout.strip() == "[]"
 
 
-def unstopped_text(model: Any, tokenizer: Any, prompt: str, seed: int, n: int = 24) -> tuple[Any, str]:
+def unstopped_text(
+    model: Any, tokenizer: Any, prompt: str, seed: int, n: int = 24
+) -> tuple[Any, str]:
     inputs = tokenizer([prompt], return_tensors="pt")
     torch.manual_seed(seed)
     out = model.generate(**inputs, do_sample=True, max_new_tokens=n)

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+import oracle
 import pytest
 import torch
 from transformers import StoppingCriteriaList
 
-import oracle
 import stopstream
 from stopstream import reference
 from stopstream.transformers import StopSequenceCriteria, StopTextStreamer, cut
@@ -85,7 +85,9 @@ def escape(text: str) -> str:
 def word_safe(text: str) -> bool:
     """Whether `\\w` means the same in both dialects on every character of ``text`` (they differ
     on marks and on numerals that are not digits)."""
-    return not any(unicodedata.category(c)[0] == "M" or unicodedata.category(c) == "No" for c in text)
+    return not any(
+        unicodedata.category(c)[0] == "M" or unicodedata.category(c) == "No" for c in text
+    )
 
 
 @dataclass
@@ -234,7 +236,7 @@ def test_generations_match_the_reference(model: Any, tokenizer: Any, seed: int) 
     rows = [row_ids(run.sequences, r, n) for r in range(BATCH)]
     texts = [tokenizer.decode(ids, skip_special_tokens=True) for ids in rows]
     # The reference's decoding is the tokenizer's (the stops are drawn from the latter).
-    for ids, text in zip(rows, texts, strict=True):
+    for ids in rows:
         cut_at = next((k for k, i in enumerate(ids) if i in eos), len(ids))
         assert table.text(ids[:cut_at]) == tokenizer.decode(ids[:cut_at], skip_special_tokens=True)
     rng = random.Random(1000 + seed)
@@ -257,7 +259,9 @@ def test_generations_match_the_reference(model: Any, tokenizer: Any, seed: int) 
         ]
         where = f"case {kind}: {case}"
         # cut over the unstopped output.
-        check_cut(cut(run.sequences, tokenizer, case.stops, prompt_length=n, **options(case)), wants, run)
+        check_cut(
+            cut(run.sequences, tokenizer, case.stops, prompt_length=n, **options(case)), wants, run
+        )
         # The streamer, every feed (two rows per case; the prompt emitted or skipped).
         for row in streamed:
             check_streamer(tokenizer, run, row, case, wants[row], skip_prompt=rng.random() < 0.5)
@@ -272,7 +276,9 @@ def test_generations_match_the_reference(model: Any, tokenizer: Any, seed: int) 
         )
         stops_early = [w.on_id for w in wants]
         assert criteria.stopped == stops_early, where
-        length = max((w.taken if s else NEW_TOKENS) for w, s in zip(wants, stops_early, strict=True))
+        length = max(
+            (w.taken if s else NEW_TOKENS) for w, s in zip(wants, stops_early, strict=True)
+        )
         assert out.shape[1] == n + length, where
         for r, (want, ids) in enumerate(zip(wants, rows, strict=True)):
             got = row_ids(out, r, n)

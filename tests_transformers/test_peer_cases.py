@@ -20,14 +20,20 @@ import functools
 from typing import Any
 
 import pytest
+import tiny
 import torch
 from transformers import StopStringCriteria
 
-import tiny
 from stopstream.transformers import StopSequenceCriteria
 
 IM_STOPS = ["<|im_end|>", "stop", "e nd"]
-IM_TRUE = ["<|im_start|><|im_end|>", "<|im_start|><|im_end|<|im_end|>", ">><|im_start|>>stop", "stop", "e nd"]
+IM_TRUE = [
+    "<|im_start|><|im_end|>",
+    "<|im_start|><|im_end|<|im_end|>",
+    ">><|im_start|>>stop",
+    "stop",
+    "e nd",
+]
 IM_FALSE = [
     "<|im_start|><|im_end|",
     "<|im_start|><|im_end|<|im_end|",
@@ -48,7 +54,14 @@ PUZZLE = "They completed the challenging puzzle, revealing the hidden image at t
 CASES: list[tuple[str, str, str, list[str], bool, bool | None]] = [
     *[("stop strings", "gpt2", t, IM_STOPS, True, True) for t in IM_TRUE],
     *[
-        ("stop strings", "gpt2", t, IM_STOPS, False, t in ("<|im_end|><|im_start|>", "<|im_end|<>stop<|im_end|"))
+        (
+            "stop strings",
+            "gpt2",
+            t,
+            IM_STOPS,
+            False,
+            t in ("<|im_end|><|im_start|>", "<|im_end|<>stop<|im_end|"),
+        )
         for t in IM_FALSE
     ],
     ("byte fragments", "gpt2", "대화 끝", ["끝"], True, True),
@@ -68,14 +81,28 @@ CASES: list[tuple[str, str, str, list[str], bool, bool | None]] = [
     ("per row", "gpt2", PUZZLE + " minus last", ["end"], False, False),
     ("per row batched", "gpt2", PUZZLE, ["end"], True, True),
     ("per row batched", "gpt2", "Today a dragon flew over France", ["end"], False, False),
-    ("per row batched", "gpt2", "The aroma of freshly baked pizza filled the kitchen", ["end"], False, False),
+    (
+        "per row batched",
+        "gpt2",
+        "The aroma of freshly baked pizza filled the kitchen",
+        ["end"],
+        False,
+        False,
+    ),
 ]
 assert len(CASES) == 36
 
 # The same 15 stop-string cases with <|im_start|>/<|im_end|> as special tokens (Qwen2's
 # layout): their text is none, so they never complete a stop.
 SPECIAL_CASES = [
-    ("stop strings, special", "qwen", t, IM_STOPS, peer, t in (">><|im_start|>>stop", "stop", "e nd", "<|im_end|<>stop<|im_end|"))
+    (
+        "stop strings, special",
+        "qwen",
+        t,
+        IM_STOPS,
+        peer,
+        t in (">><|im_start|>>stop", "stop", "e nd", "<|im_end|<>stop<|im_end|"),
+    )
     for t, peer in [*((t, True) for t in IM_TRUE), *((t, False) for t in IM_FALSE)]
 ]
 
@@ -126,7 +153,9 @@ def peer_per_token(tok: Any, ids: torch.Tensor, stops: list[str]) -> bool:
     return any(bool(criteria(ids[:, :k], None)[0]) for k in range(1, ids.shape[1] + 1))
 
 
-@pytest.mark.parametrize(("group", "name", "text", "stops", "peer", "contract"), CASES + SPECIAL_CASES)
+@pytest.mark.parametrize(
+    ("group", "name", "text", "stops", "peer", "contract"), CASES + SPECIAL_CASES
+)
 def test_peer_case(
     group: str, name: str, text: str, stops: list[str], peer: bool, contract: bool | None
 ) -> None:
@@ -164,7 +193,7 @@ def differences() -> list[str]:
         ids = ids_of(tok, text)
         try:
             whole, step = peer_whole(tok, ids, stops), peer_per_token(tok, ids, stops)
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:
             whole = step = repr(error)  # type: ignore[assignment]
         if whole != contract or step != contract:
             lines.append(

@@ -103,7 +103,9 @@ def make_byte_fallback_tokenizer() -> Any:
         ]
     )
     trainer = trainers.BpeTrainer(
-        vocab_size=400, special_tokens=["<unk>", "<s>", "</s>"], limit_alphabet=60,
+        vocab_size=400,
+        special_tokens=["<unk>", "<s>", "</s>"],
+        limit_alphabet=60,
         show_progress=False,
     )
     tok.train_from_iterator([*PEER_TEXT, *EXTRA_TEXT[:1]] * 5, trainer)

@@ -41,6 +41,7 @@ neither.
 from __future__ import annotations
 
 import asyncio
+import functools
 import queue
 import weakref
 from collections import OrderedDict
@@ -117,7 +118,7 @@ def vocab_for(tokenizer: Any) -> _CoreVocab:
         del _VOCABS[key]
     vocab = Vocab.from_tokenizers(tokenizer)
     try:
-        ref = weakref.ref(tokenizer, lambda _, key=key: _forget(key))
+        ref = weakref.ref(tokenizer, functools.partial(_forget, key))
     except TypeError:
         ref = tokenizer
     _VOCABS[key] = (ref, size, vocab)
@@ -126,7 +127,7 @@ def vocab_for(tokenizer: Any) -> _CoreVocab:
     return vocab
 
 
-def _forget(key: int) -> None:
+def _forget(key: int, _: object = None) -> None:
     entry = _VOCABS.get(key)
     if entry is not None and isinstance(entry[0], weakref.ref) and entry[0]() is None:
         del _VOCABS[key]
@@ -264,7 +265,9 @@ class StopSequenceCriteria(StoppingCriteria):  # type: ignore[misc]
             ValueError: a stop, a stop token id or ``prompt_length`` is invalid.
         """
         if prompt_length is not None and (
-            not isinstance(prompt_length, int) or isinstance(prompt_length, bool) or prompt_length < 0
+            not isinstance(prompt_length, int)
+            or isinstance(prompt_length, bool)
+            or prompt_length < 0
         ):
             raise ValueError(f"prompt_length must be an int >= 0 or None, not {prompt_length!r}")
         self._setup = _Setup(tokenizer, stops, include_stop, stop_token_ids, skip, skip_until)
