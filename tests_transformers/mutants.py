@@ -2,7 +2,8 @@
 per-row stop, the cut), runs the tests that cover each against it, and restores the file: every
 mutant must make the suite fail.
 
-    PYTHONPATH=<overlay>[:../python] python mutants.py [NAME-PART ...]   (from tests_transformers/)
+    PYTHONPATH=<overlay>[:../python] python mutants.py [NAME-PART ...] [-- PYTEST-ARGS]
+    (from tests_transformers/; `-- test_generate.py` runs the differential test alone)
 
 The module mutated is the one ``import stopstream.transformers`` finds (the tree's with
 ``../python`` on the path, else the installed one).
@@ -88,7 +89,9 @@ MUTANTS: list[tuple[Any, ...]] = [
 
 def main() -> int:
     survivors = []
-    chosen = sys.argv[1:]  # substrings of the names to run; none: all
+    args = sys.argv[1:]
+    extra = args[args.index("--") + 1 :] if "--" in args else []
+    chosen = args[: args.index("--")] if "--" in args else args  # parts of names; none: all
     for name, *pairs in MUTANTS:
         if chosen and not any(c in name for c in chosen):
             continue
@@ -100,7 +103,7 @@ def main() -> int:
         MODULE.write_text(mutated)
         try:
             r = subprocess.run(
-                [sys.executable, "-m", "pytest", "-x", "-q"],
+                [sys.executable, "-m", "pytest", "-x", "-q", *extra],
                 cwd=HERE,
                 capture_output=True,
                 text=True,
