@@ -304,13 +304,16 @@ def test_truncate_response_snake_case_and_sdk_objects() -> None:
     assert truncate_response(sdk, ["zzz"]) is sdk  # nothing to cut: the object itself
 
 
-def test_truncate_response_passes_what_is_not_a_response() -> None:
+def test_truncate_response_keeps_what_has_no_text_and_names_what_is_not_a_response() -> None:
     odd: dict[str, Any] = {"candidates": [None, {"content": "x"}, {"content": {"parts": [1]}}]}
     assert truncate_response(odd, STOPS) == {
         "candidates": [None, {"content": "x"}, {"content": {"parts": [1]}}]
     }
     assert truncate_response({"promptFeedback": {}}, STOPS) == {"promptFeedback": {}}
-    assert truncate_response("text", STOPS) == "text"
+    with pytest.raises(TypeError, match="takes a generateContent response, not str"):
+        truncate_response("text", STOPS)
+    with pytest.raises(TypeError, match="not a Chat Completions chunk"):
+        truncate_response({"choices": []}, STOPS)
 
 
 # --- SDK objects -----------------------------------------------------------------------------

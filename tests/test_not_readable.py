@@ -63,7 +63,7 @@ NAMED = [
     ("a string", "not str"),
 ]
 # Items of the right API with no text: passed on as they are.
-NO_TEXT = {
+NO_TEXT: dict[str, list[Any]] = {
     "wrap_chat": [{"error": {"message": "overloaded"}}, {"id": "c", "choices": [], "usage": {}}],
     "wrap_messages": [{"type": "ping"}, {"type": "a_future_event"}],
     "wrap_responses": [{"type": "response.a_future_event", "sequence_number": 2}],
@@ -107,5 +107,5 @@ def test_an_item_of_another_api_is_a_bad_item_naming_it(name: str, item: Any, sh
 @pytest.mark.parametrize("name", ADAPTERS)
 def test_items_of_the_right_api_without_text_pass_unchanged(name: str) -> None:
     items = NO_TEXT[name]
-    out = list(ADAPTERS[name](Upstream(list(items)), ["STOP"]))
+    out: list[Any] = list(ADAPTERS[name](Upstream(list(items)), ["STOP"]))
     assert out == items
