@@ -431,7 +431,8 @@ RESPONSES_OFFSET = 4  # created, in_progress, output_item.added, content_part.ad
 
 
 def _dump(e: Any) -> dict[str, Any]:
-    return e if isinstance(e, dict) else e.model_dump(mode="json", by_alias=True)
+    # The Responses helper's parsed output items make pydantic warn on dump: not our concern.
+    return e if isinstance(e, dict) else e.model_dump(mode="json", by_alias=True, warnings=False)
 
 
 def responses_text(out: list[Any]) -> str:

@@ -53,7 +53,9 @@ def no_stop_text(value: object) -> None:
     """Nothing of the stop in any text an event carries (its parts seen before the cut
     included), wherever it sits in the event; the stop named as the stop that fired is not
     text."""
-    dumped = value.model_dump_json() if hasattr(value, "model_dump_json") else str(value)
+    dumped = (
+        value.model_dump_json(warnings=False) if hasattr(value, "model_dump_json") else str(value)
+    )
     for field in ("stop_reason", "stop_sequence"):
         dumped = dumped.replace(f'"{field}":"{STOP}"', "")
     leaks = re.findall(r"</ans|wer>|tail\d", dumped)
