@@ -9,6 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
+# pytest imports this file in its default `prepend` mode, which puts tests/ on sys.path: the
+# test modules of the layer folders (core/, streams/, adapters/, engines/, tools/) import the
+# support modules here by name.
 import hypothesis_profiles  # noqa: F401  (loads the profile before any test module is imported)
 from fake_providers import FakeProviders
 from fake_upstream import FakeUpstream, Served

@@ -32,9 +32,10 @@ EXTRA_TEXT = (
 
 @functools.cache
 def corpus_lines() -> tuple[str, ...]:
-    """The lines of this directory's Python files, plus a multilingual line."""
+    """The lines of the test suite's Python files, plus a multilingual line."""
     lines: list[str] = []
-    for path in sorted(HERE.glob("*.py")):
+    # Ordered by file name, as when every test module sat in this directory.
+    for path in sorted(HERE.rglob("*.py"), key=lambda path: path.name):
         lines.extend(line for line in path.read_text("utf-8").splitlines() if line.strip())
     lines.extend([EXTRA_TEXT] * 5)
     return tuple(lines)

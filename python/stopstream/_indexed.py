@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from stopstream._adapter import (
     CLOSING_PHASE,
     DRAINING_PHASE,
-    JSON,
     Emit,
     OnStop,
     OpenText,
@@ -21,6 +20,7 @@ from stopstream._adapter import (
     View,
 )
 from stopstream._core import StopFilter
+from stopstream._models import JSON
 
 if TYPE_CHECKING:
     from stopstream._types import Stops

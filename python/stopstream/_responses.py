@@ -42,7 +42,6 @@ from stopstream._adapter import (
     CLOSING_PHASE,
     DRAINING_PHASE,
     ENDED_PHASE,
-    JSON,
     AsyncAdapterStream,
     Emit,
     OnStop,
@@ -53,11 +52,10 @@ from stopstream._adapter import (
     SyncAdapterStream,
     View,
     not_readable,
-    rebuild_from_sample,
-    rebuild_model,
     scan,
 )
 from stopstream._core import StopFilter, truncate
+from stopstream._models import JSON, rebuild_from_sample, rebuild_model
 from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:

@@ -49,19 +49,18 @@ from stopstream._adapter import (
     CLOSING_PHASE,
     DRAINING_PHASE,
     ENDED_PHASE,
-    JSON,
     AsyncAdapterStream,
     Emit,
     ModelDriver,
     OnStop,
     Shape,
     SyncAdapterStream,
-    as_json,
     not_readable,
     scan,
 )
 from stopstream._core import StopFilter
 from stopstream._indexed import IndexedMachine, IndexedView, TextStream
+from stopstream._models import JSON, as_json
 from stopstream._wrap import stop_set
 
 if TYPE_CHECKING:

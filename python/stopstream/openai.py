@@ -54,7 +54,6 @@ from stopstream._adapter import (
     CLOSING_PHASE,
     DRAINING_PHASE,
     ENDED_PHASE,
-    JSON,
     OPEN_PHASE,
     AsyncAdapterStream,
     Emit,
@@ -62,12 +61,12 @@ from stopstream._adapter import (
     OnStop,
     Shape,
     SyncAdapterStream,
-    as_json,
     not_readable,
     scan,
 )
 from stopstream._core import _SDKStage, truncate
 from stopstream._indexed import IndexedMachine, IndexedView, TextStream
+from stopstream._models import JSON, as_json
 from stopstream._responses import (
     AsyncResponsesStopStream,
     ResponsesMachine,

@@ -67,7 +67,6 @@ from collections.abc import AsyncIterable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from stopstream._adapter import (
-    JSON,
     AsyncAdapterStream,
     Emit,
     Machine,
@@ -76,6 +75,7 @@ from stopstream._adapter import (
 )
 from stopstream._core import _SSEStage
 from stopstream._indexed import IndexedView
+from stopstream._models import JSON
 from stopstream._responses import ResponsesMachine, ResponsesView
 from stopstream._streaming_apis import BY_SHAPE
 from stopstream.anthropic import MessagesMachine, MessagesView

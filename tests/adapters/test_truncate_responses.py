@@ -68,7 +68,7 @@ def test_chat_over_the_openai_sdk_object() -> None:
 
 def test_chat_over_plain_objects() -> None:
     # LiteLLM's ``ModelResponse`` is read and changed the same way: attributes, set in place
-    # (``tests/test_litellm.py`` runs it through the proxy callback).
+    # (``tests/adapters/test_litellm.py`` runs it through the proxy callback).
     message = SimpleNamespace(content="x STOP y")
     choice = SimpleNamespace(message=message, finish_reason="length")
     response = SimpleNamespace(choices=[choice])

@@ -576,7 +576,7 @@ def test_stopset_options_and_pickling() -> None:
 
 def test_token_filter_takes_composed_lists() -> None:
     """``Stop``, ``Regex`` and skip regions over token ids: the text is what the byte filter
-    gives for the same bytes (``tests/test_token_stops.py`` has the differential tests)."""
+    gives for the same bytes (``tests/core/test_token_stops.py`` has the differential tests)."""
     vocab = stopstream.Vocab([b"a", b"b", b" ", b"<t>", b"</t>"])
     stops: list[stopstream.Regex | stopstream.Stop] = [
         stopstream.Regex(r"ab\b"),

@@ -28,7 +28,7 @@ from stopstream._cli import EscapeError, unescape
 # Real servers or subprocesses: `-m "not e2e"` leaves them out.
 pytestmark = pytest.mark.e2e
 
-SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "answer-stream.txt"
+SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "answer-stream.txt"
 TIMEOUT = 20.0
 
 

@@ -26,7 +26,7 @@ from provider_scripts import Item, ResponseScript, response_events
 # Real servers or subprocesses: `-m "not e2e"` leaves them out.
 pytestmark = pytest.mark.e2e
 
-GATEWAY = Path(__file__).resolve().parent.parent / "examples" / "gateway.py"
+GATEWAY = Path(__file__).resolve().parents[2] / "examples" / "gateway.py"
 STOPS = ["###", "END", "<|im_end|>", "Observation:", "</answer>", "\n\nUser:"]
 MESSAGES: Any = [{"role": "user", "content": "Hi"}]
 

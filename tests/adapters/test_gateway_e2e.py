@@ -42,7 +42,7 @@ from stopstream.openai import awrap_chat, wrap_chat
 # Real servers or subprocesses: `-m "not e2e"` leaves them out.
 pytestmark = pytest.mark.e2e
 
-GATEWAY = Path(__file__).resolve().parent.parent / "examples" / "gateway.py"
+GATEWAY = Path(__file__).resolve().parents[2] / "examples" / "gateway.py"
 MESSAGES: Any = [{"role": "user", "content": "Hi"}]
 STOPS = ["###", "END", "<|im_end|>", "Observation:", "</answer>", "\n\nUser:"]
 

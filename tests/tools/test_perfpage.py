@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benches"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benches"))
 import perfpage  # benches/ is not a package: imported from its directory
 
 SVG = "{http://www.w3.org/2000/svg}"

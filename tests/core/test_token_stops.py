@@ -5,14 +5,14 @@ Every call is compared: each ``feed``'s and ``finish``'s ``text`` and ``tokens``
 ``stopped``, ``stop_sequence``, ``stop_index``, ``stop_reason``, ``pending`` and
 ``stop_token_id``; a call that raises must raise the same type in both and change neither
 (the following calls check that). Stops, patterns and markers come from
-``tests/test_stops_regions.py`` (pattern pairs on which Rust's and Python's engines agree, over
+``tests/core/test_stops_regions.py`` (pattern pairs on which Rust's and Python's engines agree, over
 an alphabet every other character imitates), and the vocabulary is small and made for it: whole
 characters, a character split across two tokens, invalid bytes, an empty token, special tokens,
 a hole, and tokens starting with a space (for the leading-space rule).
 
 Strict mode with a regex stop and invalid UTF-8 is left out: there, a regex whose match waits on
 the next character (``\\b``, ``$``) meets the error first, and what the stream does then is the
-byte stream's decision (``tests/test_stops_regions.py``), not the token layer's. With a regex
+byte stream's decision (``tests/core/test_stops_regions.py``), not the token layer's. With a regex
 stop, strict mode is fed valid UTF-8 only (a split character always completed by the next id);
 literal-only composed lists (``Stop`` items, skip regions) get invalid bytes in both modes.
 

@@ -16,7 +16,7 @@ The conventions (described for writers in docs/design.md, "Documentation"):
   page that name ``http://127.0.0.1:8080`` talk to it.
 - a block preceded by ``<!-- not run: REASON -->`` is skipped; the reason is required.
 - a block preceded by ``<!-- recipe:NAME -->`` (the LiteLLM page's) is run, as written, by
-  ``tests/test_litellm_recipe.py`` (``litellm_support.RECIPE_BLOCKS`` names them).
+  ``tests/adapters/test_litellm_recipe.py`` (``litellm_support.RECIPE_BLOCKS`` names them).
 - a block that is none of these (a synopsis in a bare fence is checked against ``--help``)
   fails the test: nothing is skipped silently.
 """
@@ -42,7 +42,7 @@ import pytest
 
 from fake_upstream import TIMEOUT, ChatScript, FakeUpstream, Served, text_deltas
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = (
     [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))] if (ROOT / "docs").is_dir() else []
 )
@@ -247,8 +247,8 @@ def run_blocks(blocks: list[Block], bin_dir: Path, monkeypatch: pytest.MonkeyPat
                 from litellm_support import RECIPE_BLOCKS
 
                 assert block.arg in RECIPE_BLOCKS, (
-                    f"{block.where}: recipe block {block.arg!r} that tests/test_litellm_recipe.py "
-                    "does not run"
+                    f"{block.where}: recipe block {block.arg!r} that "
+                    "tests/adapters/test_litellm_recipe.py does not run"
                 )
                 last_output = None
                 continue
