@@ -41,7 +41,10 @@ def system_symbols(lib: Path) -> set[str]:
             paths.append(m.group(2))
     names: set[str] = set()
     for path in paths:
-        names.update(s.split()[-1].split("@")[0] for s in run("nm", "-D", "--defined-only", path).splitlines())
+        names.update(
+            s.split()[-1].split("@")[0]
+            for s in run("nm", "-D", "--defined-only", path).splitlines()
+        )
     return names
 
 
@@ -78,7 +81,8 @@ def main(lib: Path) -> None:
             elif kind == "U":
                 unversioned.add(name)
         defined.update(
-            s.split()[-1].split("@")[0] for s in run("nm", "-D", "--defined-only", str(f)).splitlines()
+            s.split()[-1].split("@")[0]
+            for s in run("nm", "-D", "--defined-only", str(f)).splitlines()
         )
     unversioned -= defined | system_symbols(lib)
     # The Python C API comes from the interpreter.
@@ -92,12 +96,22 @@ def main(lib: Path) -> None:
                 names = sorted(versioned[(soname, version)])
                 body += [f"long {s}(void) {{ return 100; }}\n" for s in names]
                 exported = " ".join(f"{n};" for n in names)
-                script.append(f"{version} {{ global: {exported} }};\n" if names else f"{version} {{ }};\n")
+                script.append(
+                    f"{version} {{ global: {exported} }};\n" if names else f"{version} {{ }};\n"
+                )
             if soname.startswith("libcudart."):
                 body += [f"long {s}(void) {{ return 100; }}\n" for s in sorted(unversioned)]
             source = Path(tmp, soname + ".c")
             source.write_text("".join(body) or "int stopstream_cuda_stub;\n")
-            args = ["gcc", "-shared", "-fPIC", "-o", str(lib / soname), str(source), f"-Wl,-soname,{soname}"]
+            args = [
+                "gcc",
+                "-shared",
+                "-fPIC",
+                "-o",
+                str(lib / soname),
+                str(source),
+                f"-Wl,-soname,{soname}",
+            ]
             if script:
                 version_script = Path(tmp, soname + ".map")
                 version_script.write_text("".join(script))

@@ -78,8 +78,8 @@ class RequestStream:
 
     ``advance(output_ids)`` reads the tokens it has not seen (however many a step accepted),
     one at a time, and returns the stop that fired, if any. ``held()`` says whether the text
-    so far ends with something that could still become a stop (§2.5), or with a token whose
-    character is not complete yet: SGLang sends whole tokens, so the step is held then.
+    so far ends with something that could still become a stop (§2.5): SGLang sends whole
+    tokens, so the step is held then.
     """
 
     __slots__ = (
@@ -88,10 +88,11 @@ class RequestStream:
         "_fed",
         "_filter",
         "_ids",
-        "_incomplete",
         "_prefix",
         "_read",
         "_regex",
+        "_sent",
+        "_tail",
         "consumed",
         "fired",
         "source",
@@ -106,7 +107,10 @@ class RequestStream:
         # for a complete character.
         self._prefix = 0
         self._read = len(self._ids)
-        self._incomplete = False
+        # Characters of the window's new text already fed (a character still incomplete at
+        # its end waits), and how many U+FFFD that incomplete tail decodes to.
+        self._sent = 0
+        self._tail = 0
         self._fed = 0
         self._emitted = 0
         #: Output tokens read so far.
@@ -134,28 +138,38 @@ class RequestStream:
                 index = self._filter.stop_index
                 matched = self._filter.stop_sequence
                 assert index is not None and matched is not None
-                self.fired = Fired(
-                    matched, self._regex[index], self.consumed, self._fed - self._emitted
-                )
+                # The detokenizer's text through this token ends with the incomplete tail too.
+                drop = self._fed - self._emitted + self._tail
+                self.fired = Fired(matched, self._regex[index], self.consumed, drop)
                 return self.fired
         return None
 
     def _new_text(self) -> str:
-        """The text the last token completes (empty while a character is incomplete), decoded
-        with the tokens before it as context, as SGLang's (and vLLM's) incremental decoders do."""
+        """The characters the last token completes, decoded with the tokens before it as
+        context, as SGLang's (and vLLM's) incremental decoders do. A character split over
+        tokens (the text ends in U+FFFD) belongs to the token that completes it; the complete
+        text before it is fed at once, so a stop is found in the token that completes it."""
         ids = self._ids
         prefix_text = self._decode(ids[self._prefix : self._read])
         full = self._decode(ids[self._prefix :])
-        self._incomplete = full.endswith("\ufffd")
-        if self._incomplete or len(full) <= len(prefix_text):
+        start = len(prefix_text) + self._sent
+        if full.endswith("\ufffd"):
+            complete = full.rstrip("\ufffd")
+            self._tail = len(full) - len(complete)
+            new = complete[start:]
+            self._sent += len(new)
+            return new
+        self._tail = 0
+        if len(full) <= len(prefix_text):
             return ""
         self._prefix = self._read
         self._read = len(ids)
-        return full[len(prefix_text) :]
+        self._sent = 0
+        return full[start:]
 
     def held(self) -> bool:
-        """Whether the step must be held back: the filter holds text (§2.5), or a token's
-        character is not complete yet (its text is unknown)."""
+        """Whether the step must be held back: the filter holds text (§2.5). An incomplete
+        character needs no hold: SGLang's detokenizer never sends part of one."""
         if self.fired is not None:
             return False
-        return self._incomplete or bool(self._filter.pending)
+        return bool(self._filter.pending)

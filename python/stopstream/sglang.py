@@ -57,6 +57,7 @@ __all__ = [
     "main",
     "register",
     "request_options",
+    "set_enabled",
 ]
 
 
@@ -255,6 +256,30 @@ def check() -> Verdict:
 def active() -> bool:
     """Whether the plugin's hooks are registered in this process."""
     return bool(_state.get("active"))
+
+
+def set_enabled(enabled: bool) -> None:
+    """Serve requests by the plugin's functions (``True``) or by SGLang's own, in this
+    process, once SGLang has applied the plugin's hooks (for comparisons: tests and
+    benchmarks). The options' check at normalization stays."""
+    if "stock" not in _state:
+        raise RuntimeError("the stopstream SGLang plugin is not installed in this process")
+    req = _sglang("sglang.srt.managers.schedule_batch").Req
+    detok = _sglang("sglang.srt.managers.detokenizer_manager").DetokenizerManager
+    places = (
+        (req, "_check_str_based_finish"),
+        (req, "check_match_stop_str_prefix"),
+        (detok, "trim_matched_stop"),
+    )
+    if "patched" not in _state:
+        current = tuple(getattr(owner, name) for owner, name in places)
+        if current[0] is _state["stock"][0]:
+            raise RuntimeError("SGLang has not applied the plugin's hooks yet")
+        _state["patched"] = current
+    for (owner, name), function in zip(
+        places, _state["patched"] if enabled else _state["stock"], strict=True
+    ):
+        setattr(owner, name, function)
 
 
 class _Options:
