@@ -173,3 +173,20 @@ def test_a_stop_string_before_a_regex_of_the_same_match(tokenizer: ByteTokenizer
     run, _ = run_text(tokenizer, [["x"], ["ab"]], stop=["ab"], stop_regex=["a."])
     assert isinstance(run.req.finished_reason, schedule_batch.FINISH_MATCHED_STR)
     assert run.text == "x"
+
+
+def test_sglang_own_keeps_a_regex_match(tokenizer: ByteTokenizer, sglang_own: None) -> None:
+    # SGLang reports a regex stop by its pattern and trims at output.find(pattern).
+    run, _ = run_text(tokenizer, [["n"], ["="], ["12"], ["3"], [";"], ["x"]], stop_regex=[r"=\d+;"])
+    assert run.req.finished_reason.matched == r"=\d+;"
+    assert run.text == "n=123;"
+
+
+def test_sglang_own_holds_with_no_stop_trim(tokenizer: ByteTokenizer, sglang_own: None) -> None:
+    _, steps = run_text(tokenizer, [["x<"], ["/b"], ["y"]], stop=["</a>"], no_stop_trim=True)
+    assert steps == ["", "", "x</by"]
+
+
+def test_no_stop_trim_never_holds(tokenizer: ByteTokenizer) -> None:
+    _, steps = run_text(tokenizer, [["x<"], ["/b"], ["y"]], stop=["</a>"], no_stop_trim=True)
+    assert steps == ["x<", "/b", "y"]
