@@ -124,7 +124,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a short smoke run (CI)")
     args = parser.parse_args()
-    requests, steps, repeats = (16, 60, 1) if args.quick else (64, 300, 3)
+    requests, steps, repeats = (16, 60, 1) if args.quick else (64, 200, 2)
 
     load_plugins = _sglang("sglang.srt.plugins").load_plugins
     load_plugins()
