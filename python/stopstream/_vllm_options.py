@@ -27,10 +27,18 @@ from typing import Any
 
 from ._core import Regex, Stop, StopSet
 
-__all__ = ["BOUND_ENV", "EXTRA_KEY", "Bounds", "Reasoning", "RequestStops", "read_options"]
+__all__ = [
+    "BOUND_ENV",
+    "EXTRA_KEY",
+    "VLLM",
+    "Bounds",
+    "Dialect",
+    "Reasoning",
+    "RequestStops",
+    "read_options",
+]
 
 EXTRA_KEY = "stopstream"
-_OPTION = f'extra_args["{EXTRA_KEY}"]'
 _KNOWN = ("stop", "skip", "skip_until", "skip_reasoning")
 
 StopItem = str | Stop | Regex
@@ -56,13 +64,15 @@ class Bounds:
     option_bytes: int = 128 << 10
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] = os.environ) -> tuple[Bounds, list[str]]:
-        """The bounds set in ``environ`` (:data:`BOUND_ENV` names the variables), and what was
-        wrong with any value (that bound then keeps its default)."""
+    def from_env(
+        cls, environ: Mapping[str, str] = os.environ, names: Mapping[str, str] | None = None
+    ) -> tuple[Bounds, list[str]]:
+        """The bounds set in ``environ`` (``names``, by default :data:`BOUND_ENV`, names the
+        variables), and what was wrong with any value (that bound then keeps its default)."""
         values: dict[str, int] = {}
         problems: list[str] = []
         for f in fields(cls):
-            name = BOUND_ENV[f.name]
+            name = (names or BOUND_ENV)[f.name]
             raw = environ.get(name)
             if raw is None or not raw.strip():
                 continue
@@ -89,8 +99,35 @@ BOUND_ENV = {
 }
 
 
-def _over(what: str, got: int, bound: str, limit: int) -> ValueError:
-    return ValueError(f"{what}: {got}, over the bound of {limit} ({BOUND_ENV[bound]})")
+@dataclass(frozen=True)
+class Dialect:
+    """Where an engine's requests carry these options (``field``: the mapping of
+    per-request extras, ``extra_args`` in vLLM) and the prefix of its bounds' environment
+    variables, for messages that name what the operator sees."""
+
+    field: str = "extra_args"
+    prefix: str = "STOPSTREAM_VLLM_"
+
+    @property
+    def option(self) -> str:
+        """The option as a client names it, e.g. ``extra_args["stopstream"]``."""
+        return f'{self.field}["{EXTRA_KEY}"]'
+
+    def env(self, bound: str) -> str:
+        """The environment variable of a bound (a field of :class:`Bounds`)."""
+        return self.prefix + BOUND_ENV[bound].removeprefix("STOPSTREAM_VLLM_")
+
+    def env_names(self) -> dict[str, str]:
+        """Every bound's environment variable (for :meth:`Bounds.from_env`)."""
+        return {name: self.env(name) for name in BOUND_ENV}
+
+
+#: vLLM's: ``SamplingParams.extra_args``, ``STOPSTREAM_VLLM_MAX_*``.
+VLLM = Dialect()
+
+
+def _over(what: str, got: int, bound: str, limit: int, d: Dialect = VLLM) -> ValueError:
+    return ValueError(f"{what}: {got}, over the bound of {limit} ({d.env(bound)})")
 
 
 @dataclass(frozen=True)
@@ -140,7 +177,7 @@ class RequestStops:
         return opened
 
 
-def _stop_item(item: object, where: str, bounds: Bounds) -> StopItem:
+def _stop_item(item: object, where: str, bounds: Bounds, d: Dialect = VLLM) -> StopItem:
     if isinstance(item, str):
         if not item:
             raise ValueError(f"{where}: a stop cannot be empty")
@@ -162,7 +199,7 @@ def _stop_item(item: object, where: str, bounds: Bounds) -> StopItem:
             return Stop(value, include=include)
         size = len(value.encode("utf-8", "surrogatepass"))
         if size > bounds.pattern_bytes:
-            raise _over(f"{where}: pattern bytes", size, "pattern_bytes", bounds.pattern_bytes)
+            raise _over(f"{where}: pattern bytes", size, "pattern_bytes", bounds.pattern_bytes, d)
         try:
             return Regex(value, include=include, size_limit=bounds.regex_size)
         except ValueError as e:  # a lone surrogate
@@ -170,10 +207,12 @@ def _stop_item(item: object, where: str, bounds: Bounds) -> StopItem:
     raise ValueError(f"{where}: a stop is a string or an object, got {type(item).__name__}")
 
 
-def _extra(params: Any, bounds: Bounds) -> tuple[dict[str, Any], str | None] | None:
+def _extra(
+    params: Any, bounds: Bounds, d: Dialect = VLLM
+) -> tuple[dict[str, Any], str | None] | None:
     """The request's stopstream options as an object, with their JSON text when they came as
     one (the memo's key)."""
-    extra_args = getattr(params, "extra_args", None)
+    extra_args = getattr(params, d.field, None)
     if not extra_args or EXTRA_KEY not in extra_args:
         return None
     raw = extra_args[EXTRA_KEY]
@@ -185,20 +224,20 @@ def _extra(params: Any, bounds: Bounds) -> tuple[dict[str, Any], str | None] | N
             bounds.option_bytes
         ):
             size = len(raw.encode("utf-8", "surrogatepass"))
-            raise _over(f"{_OPTION}: JSON bytes", size, "option_bytes", bounds.option_bytes)
+            raise _over(f"{d.option}: JSON bytes", size, "option_bytes", bounds.option_bytes, d)
         try:
             raw = json.loads(raw)
         except RecursionError:
             raise ValueError(
-                f"{_OPTION}: nested too deeply (the options are at most 3 levels deep)"
+                f"{d.option}: nested too deeply (the options are at most 3 levels deep)"
             ) from None
         except ValueError as e:
-            raise ValueError(f"{_OPTION}: not valid JSON ({e})") from None
+            raise ValueError(f"{d.option}: not valid JSON ({e})") from None
     if not isinstance(raw, dict):
-        raise ValueError(f"{_OPTION}: expected an object, got {type(raw).__name__}")
+        raise ValueError(f"{d.option}: expected an object, got {type(raw).__name__}")
     unknown = sorted(str(k) for k in raw if k not in _KNOWN)
     if unknown:
-        raise ValueError(f"{_OPTION}: unknown option {unknown[0]!r} (known: {', '.join(_KNOWN)})")
+        raise ValueError(f"{d.option}: unknown option {unknown[0]!r} (known: {', '.join(_KNOWN)})")
     return raw, text
 
 
@@ -239,14 +278,17 @@ def forget() -> None:
 
 
 def read_options(
-    params: Any, bounds: Bounds | None = None, reasoning: Reasoning | None = None
+    params: Any,
+    bounds: Bounds | None = None,
+    reasoning: Reasoning | None = None,
+    dialect: Dialect = VLLM,
 ) -> RequestStops | None:
     """The stop options of a request's ``SamplingParams``, or ``None`` when it has neither stop
     strings, stopstream options nor a server default that applies to it (vLLM's own
     detokenizer then serves it untouched). Raises ``ValueError`` naming a bad option or the
     bound it passes."""
     bounds = bounds or Bounds()
-    found = _extra(params, bounds)
+    found = _extra(params, bounds, dialect)
     own = params.stop
     own_stops: tuple[str, ...] = (own,) if isinstance(own, str) else tuple(own or ())
     if not own_stops and found is None:
@@ -256,7 +298,7 @@ def read_options(
     key: Any = None
     if found is None or found[1] is not None:
         text = found[1] if found is not None else None
-        key = (own_stops, text, include, min_tokens, reasoning)
+        key = (own_stops, text, include, min_tokens, reasoning, dialect)
         try:
             hit = _MEMO.get(key)
         except TypeError:  # an unhashable own stop: read below, where it is an error
@@ -265,7 +307,7 @@ def read_options(
             _MEMO.move_to_end(key)
             return hit
     extra = found[0] if found is not None else {}
-    options = _read(own_stops, extra, include, min_tokens, bounds, reasoning)
+    options = _read(own_stops, extra, include, min_tokens, bounds, reasoning, dialect)
     if key is not None:
         _remember(key, options, len(found[1] or "") if found else 0)
     return options
@@ -278,6 +320,7 @@ def _read(
     min_tokens: int,
     bounds: Bounds,
     reasoning: Reasoning | None,
+    d: Dialect = VLLM,
 ) -> RequestStops:
     total = 0
     for i, s in enumerate(own_stops):
@@ -288,14 +331,14 @@ def _read(
     if isinstance(more, str):
         more = [more]
     if not isinstance(more, list):
-        raise ValueError(f'{_OPTION}["stop"]: expected a list, got {type(more).__name__}')
+        raise ValueError(f'{d.option}["stop"]: expected a list, got {type(more).__name__}')
     count = len(own_stops) + len(more)
     if count > bounds.stops:
-        raise _over(f"{_OPTION}: stops", count, "stops", bounds.stops)
+        raise _over(f"{d.option}: stops", count, "stops", bounds.stops, d)
     stops: list[StopItem] = list(own_stops)
     regexes = 0
     for i, s in enumerate(more):
-        item = _stop_item(s, f'{_OPTION}["stop"][{i}]', bounds)
+        item = _stop_item(s, f'{d.option}["stop"][{i}]', bounds, d)
         text = item if isinstance(item, str) else item.pattern if isinstance(item, Regex) else None
         if text is None:
             assert isinstance(item, Stop)
@@ -304,19 +347,19 @@ def _read(
         if isinstance(item, Regex):
             regexes += 1
             if regexes > bounds.regexes:
-                raise _over(f"{_OPTION}: regex stops", regexes, "regexes", bounds.regexes)
+                raise _over(f"{d.option}: regex stops", regexes, "regexes", bounds.regexes, d)
         stops.append(item)
-    skip = _skip(extra.get("skip"), bounds)
+    skip = _skip(extra.get("skip"), bounds, d)
     until = extra.get("skip_until")
     if until is not None and (not isinstance(until, str) or not until):
-        raise ValueError(f'{_OPTION}["skip_until"]: expected a non-empty string')
+        raise ValueError(f'{d.option}["skip_until"]: expected a non-empty string')
     for marker in [m for pair in skip or () for m in pair] + ([until] if until else []):
         total += len(marker.encode("utf-8", "surrogatepass"))
     if total > bounds.stop_bytes:
-        raise _over(f"{_OPTION}: stop bytes", total, "stop_bytes", bounds.stop_bytes)
+        raise _over(f"{d.option}: stop bytes", total, "stop_bytes", bounds.stop_bytes, d)
     asked = extra.get("skip_reasoning")
     if asked is not None and not isinstance(asked, bool):
-        raise ValueError(f'{_OPTION}["skip_reasoning"]: expected a boolean')
+        raise ValueError(f'{d.option}["skip_reasoning"]: expected a boolean')
     markers: Reasoning | None = None
     if asked or (asked is None and reasoning is not None and reasoning.default):
         if reasoning is not None and reasoning.start and reasoning.end:
@@ -324,42 +367,42 @@ def _read(
             skip = ((reasoning.start, reasoning.end), *(skip or ()))
         elif asked and skip is None and until is None:
             raise ValueError(
-                f'{_OPTION}["skip_reasoning"]: the server has no reasoning parser '
+                f'{d.option}["skip_reasoning"]: the server has no reasoning parser '
                 "(--reasoning-parser) to take the markers from; give skip or skip_until"
             )
     if min_tokens and any(isinstance(s, Regex) for s in stops):
-        raise ValueError(f"{_OPTION}: regex stops cannot be combined with min_tokens")
+        raise ValueError(f"{d.option}: regex stops cannot be combined with min_tokens")
     quiet = min_tokens > 0 and bool(stops)
     # Quiet needs the composed matcher: plain stops go in as Stop items.
     items = [Stop(s) if quiet and isinstance(s, str) else s for s in stops]
     try:
         compiled = StopSet(items, include_stop=include, skip=skip, skip_until=until)
     except (TypeError, ValueError, MemoryError) as e:
-        raise ValueError(_compile_error(str(e), len(own_stops))) from None
+        raise ValueError(_compile_error(str(e), len(own_stops), d)) from None
     return RequestStops(tuple(stops), include, skip, until, min_tokens, compiled, markers)
 
 
-def _compile_error(message: str, own: int) -> str:
+def _compile_error(message: str, own: int, d: Dialect = VLLM) -> str:
     """The compiler's message, naming the option of the stop it names."""
     m = re.match(r"regex stop at position (\d+) is invalid: ", message)
     if m is None:
-        return f"{_OPTION}: {message}"
+        return f"{d.option}: {message}"
     i = int(m.group(1))
-    where = f"stop[{i}]" if i < own else f'{_OPTION}["stop"][{i - own}]'
+    where = f"stop[{i}]" if i < own else f'{d.option}["stop"][{i - own}]'
     rest = message[m.end() :]
     if "size limit" in rest:
-        rest += f" ({BOUND_ENV['regex_size']})"
+        rest += f" ({d.env('regex_size')})"
     return f"{where}: invalid pattern: {rest}"
 
 
-def _skip(value: object, bounds: Bounds) -> tuple[tuple[str, str], ...] | None:
+def _skip(value: object, bounds: Bounds, d: Dialect = VLLM) -> tuple[tuple[str, str], ...] | None:
     if value is None:
         return None
-    where = f'{_OPTION}["skip"]'
+    where = f'{d.option}["skip"]'
     if not isinstance(value, list):
         raise ValueError(f"{where}: expected a list of [open, close] pairs")
     if len(value) > bounds.skip_pairs:
-        raise _over(f"{where}: pairs", len(value), "skip_pairs", bounds.skip_pairs)
+        raise _over(f"{where}: pairs", len(value), "skip_pairs", bounds.skip_pairs, d)
     pairs: list[tuple[str, str]] = []
     for i, pair in enumerate(value):
         if (

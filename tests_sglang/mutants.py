@@ -1,0 +1,139 @@
+"""Plants mutants in the installed SGLang plugin (the winner, the cut, the holdback, activation),
+runs the SGLang tests that cover each against it, and restores the file: every mutant must make
+the suite fail.
+
+    ~/.cache/stopstream/venv-sglang/bin/python mutants.py [NAME-PART ...]   (from tests_sglang/)
+"""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+from typing import Any
+
+import stopstream._sglang_stream
+import stopstream.sglang
+
+STREAM = pathlib.Path(stopstream._sglang_stream.__file__)
+PLUGIN = pathlib.Path(stopstream.sglang.__file__)
+HERE = pathlib.Path(__file__).resolve().parent
+
+# The in-process tests; the activation ones start processes and run for their mutants only.
+FAST = ["--ignore=test_activation.py"]
+
+MUTANTS: list[tuple[Any, ...]] = [
+    (
+        "winner: SGLang's regexes listed before its stop strings",
+        PLUGIN,
+        "        items[own:own] = [Regex(p) for p in regexes]\n",
+        "        items[0:0] = [Regex(p) for p in regexes]\n",
+    ),
+    (
+        "winner: the kind of the stop read from the wrong item",
+        STREAM,
+        "                self.fired = Fired(matched, self._regex[index], self.consumed, drop)\n",
+        "                self.fired = Fired(matched, self._regex[0], self.consumed, drop)\n",
+    ),
+    (
+        "winner: a stop seen only at the last token of a step",
+        STREAM,
+        "            if self._filter.stopped:\n",
+        "            if self._filter.stopped and self.consumed == total:\n",
+    ),
+    (
+        "cut: one character too many dropped",
+        STREAM,
+        "                drop = self._fed - self._emitted + self._tail\n",
+        "                drop = self._fed - self._emitted + self._tail + 1\n",
+    ),
+    (
+        "cut: at the first occurrence of the matched text (SGLang's trim)",
+        PLUGIN,
+        "                return output[: len(output) - drop]\n",
+        "                return output[: output.find(finished_reason['matched'])]\n",
+    ),
+    (
+        "cut: the token after the stop's kept",
+        STREAM,
+        "                self.fired = Fired(matched, self._regex[index], self.consumed, drop)\n",
+        "                self.fired = Fired(matched, self._regex[index], self.consumed + 1,"
+        " drop)\n",
+    ),
+    (
+        "cut: the detokenizer ignores the scheduler's cut",
+        PLUGIN,
+        "        if isinstance(finished_reason, dict) and CUT_KEY in finished_reason:\n",
+        "        if False:\n",
+    ),
+    (
+        "holdback: never held",
+        STREAM,
+        "        return bool(self._filter.pending)\n",
+        "        return False\n",
+    ),
+    (
+        "holdback: a one-character partial stop released",
+        STREAM,
+        "        return bool(self._filter.pending)\n",
+        "        return len(self._filter.pending) > 1\n",
+    ),
+    (
+        "holdback: every step held while stops are set (whole-output hold)",
+        STREAM,
+        "        return bool(self._filter.pending)\n",
+        "        return True\n",
+    ),
+    (
+        "holdback: SGLang's own hold kept",
+        PLUGIN,
+        "        if isinstance(st, RequestStream):\n            return st.held()\n",
+        "        if isinstance(st, RequestStream):\n            return bool(stock_hold(self))\n",
+    ),
+    (
+        "activation: a differing surface not seen",
+        PLUGIN,
+        "    if problems:\n        return Verdict(\n",
+        "    if False:\n        return Verdict(\n",
+        ["test_activation.py", "-k", "surface"],
+    ),
+    (
+        "activation: options served in silence while inactive",
+        PLUGIN,
+        "        if isinstance(extra, dict) and EXTRA_KEY in extra:\n"
+        "            raise ValueError(\n",
+        "        if False:\n            raise ValueError(\n",
+        ["test_activation.py", "-k", "turned_off"],
+    ),
+]
+
+
+def main() -> int:
+    survivors = []
+    chosen = sys.argv[1:]  # substrings of the names to run; none: all
+    for name, path, a, b, *tests in MUTANTS:
+        if chosen and not any(c in name for c in chosen):
+            continue
+        args = tests[0] if tests else FAST
+        original = path.read_text()
+        assert original.count(a) == 1, name
+        path.write_text(original.replace(a, b))
+        try:
+            r = subprocess.run(
+                [sys.executable, "-m", "pytest", "-x", "-q", *args],
+                cwd=HERE,
+                capture_output=True,
+                text=True,
+            )
+        finally:
+            path.write_text(original)
+        tail = [s for s in r.stdout.splitlines() if "passed" in s or "failed" in s][-1:]
+        failed = [s for s in r.stdout.splitlines() if s.startswith("FAILED")][:1]
+        print(f"{name}: {'killed' if r.returncode else 'SURVIVED'} {failed} {tail}", flush=True)
+        if r.returncode == 0:
+            survivors.append(name)
+    return 1 if survivors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
