@@ -85,11 +85,10 @@ mod stream;
 mod tokens;
 mod utf8;
 
-// The bindings' own parts of the core: the token batch path, the lifecycle policy and its
-// drivers, the published (pulled) stream, the try-lock and the recent-values ring. Built only with the bindings (and
-// for the crate's tests), so that the engine's API is all there is otherwise.
-#[cfg(any(feature = "python", feature = "host", test))]
-mod batch;
+// The bindings' own parts of the core: the lifecycle policy and its drivers, the published
+// (pulled) stream, the try-lock and the recent-values ring (the token batch path is
+// `tokens/batch.rs`). Built only with the bindings (and for the crate's tests), so that the
+// engine's API is all there is otherwise.
 #[cfg(any(feature = "python", feature = "host"))]
 #[doc(hidden)]
 pub mod host;

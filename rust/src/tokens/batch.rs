@@ -7,13 +7,13 @@
 use std::ops::{DerefMut, Range};
 use std::sync::Arc;
 
+use super::{Fed, TokenStream, Vocab};
 use crate::compiled::CompiledStops;
 use crate::error::Error;
 use crate::filter::{Detail, StopReport};
 use crate::matcher::{MatchStream, Matcher};
 use crate::stopset::StopSet;
 use crate::stream::Status;
-use crate::tokens::{Fed, TokenStream, Vocab};
 
 /// A token stream over either kind of stop list: the literal [`TokenStream`], or the composed
 /// matcher of contract §6 (`Stop` and `Regex` items, skip regions) over the same token
