@@ -10,7 +10,7 @@
 #[cfg(feature = "python")]
 pub(crate) use crate::filter::Saved;
 #[cfg(feature = "python")]
-pub(crate) use crate::lifecycle::{drive, pull, Action, Lifecycle};
+pub(crate) use crate::lifecycle::{aio, sync, Action, Lifecycle};
 #[cfg(feature = "python")]
 pub(crate) use crate::published::Published;
 #[cfg(feature = "host")]

@@ -6,10 +6,10 @@ use crate::matcher::{MatchStream, Matcher};
 use crate::stopset::StopSet;
 use crate::stream::{ByteOut, ByteStream, TextMatcher, TextStream};
 
-/// A matcher over decoded text that a [`TokenStream`] can run: [`TextStream`] for a literal
+/// A matcher over decoded text that a [`TokenStream`](super::TokenStream) can run: [`TextStream`] for a literal
 /// stop list ([`StopSet`]), [`MatchStream`] for the stops and skip regions of contract §6
 /// ([`Matcher`]). What a token stream needs of it beyond [`TextMatcher`]; the token-sized fast
-/// steps ([`TokenStream::feed_plain`]) exist for the literal matcher only, whose state is a
+/// steps ([`TokenStream::feed_plain`](super::TokenStream::feed_plain)) exist for the literal matcher only, whose state is a
 /// couple of words (the composed one takes the general steps, which are exact for both).
 pub trait TokenMatcher: TextMatcher {
     /// Whether the literal fast steps apply (known at compile time, so the composed matcher's
