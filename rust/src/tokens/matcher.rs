@@ -1,13 +1,14 @@
 //! The matchers a token stream runs its decoded text through: the literal [`TextStream`] and the
 //! composed [`MatchStream`].
 
+use crate::byte_stream::{ByteOut, ByteStream, TextMatcher};
 use crate::byteset::HEAD;
+use crate::literal_state::TextStream;
+use crate::literal_stops::LiteralStops;
 use crate::matcher::{MatchStream, Matcher};
-use crate::stopset::StopSet;
-use crate::stream::{ByteOut, ByteStream, TextMatcher, TextStream};
 
 /// A matcher over decoded text that a [`TokenStream`](super::TokenStream) can run: [`TextStream`] for a literal
-/// stop list ([`StopSet`]), [`MatchStream`] for the stops and skip regions of contract §6
+/// stop list ([`LiteralStops`]), [`MatchStream`] for the stops and skip regions of contract §6
 /// ([`Matcher`]). What a token stream needs of it beyond [`TextMatcher`]; the token-sized fast
 /// steps ([`TokenStream::feed_plain`](super::TokenStream::feed_plain)) exist for the literal matcher only, whose state is a
 /// couple of words (the composed one takes the general steps, which are exact for both).
@@ -47,12 +48,12 @@ impl TokenMatcher for TextStream {
     const FAST: bool = true;
     const SMALL: bool = true;
 
-    fn fresh(_: &StopSet, include_stop: bool) -> TextStream {
+    fn fresh(_: &LiteralStops, include_stop: bool) -> TextStream {
         TextStream::new(include_stop)
     }
 
     #[inline]
-    fn held_text<'s>(&'s self, set: &'s StopSet) -> &'s [u8] {
+    fn held_text<'s>(&'s self, set: &'s LiteralStops) -> &'s [u8] {
         self.held(set)
     }
 
@@ -62,7 +63,7 @@ impl TokenMatcher for TextStream {
     #[inline(always)]
     fn feed_chars(
         bytes: &mut ByteStream,
-        set: &StopSet,
+        set: &LiteralStops,
         text: &[u8],
         out: &mut Vec<u8>,
     ) -> ByteOut {
@@ -71,13 +72,13 @@ impl TokenMatcher for TextStream {
 
     #[allow(clippy::inline_always, reason = "see above")]
     #[inline(always)]
-    fn passes_set(bytes: &ByteStream, set: &StopSet, byte_set: [u64; 2]) -> bool {
+    fn passes_set(bytes: &ByteStream, set: &LiteralStops, byte_set: [u64; 2]) -> bool {
         bytes.passes_set(set, byte_set)
     }
 
     #[allow(clippy::inline_always, reason = "see above")]
     #[inline(always)]
-    fn passes_token(bytes: &ByteStream, set: &StopSet, text: &[u8], head: [u8; HEAD]) -> bool {
+    fn passes_token(bytes: &ByteStream, set: &LiteralStops, text: &[u8], head: [u8; HEAD]) -> bool {
         bytes.passes_token(set, text, head)
     }
 }

@@ -2,10 +2,11 @@
 //! tokens (the rule is in the module above).
 
 use super::{Token, TokenMatcher, Vocab};
+use crate::byte_stream::{ByteOut, ByteStream};
 use crate::error::Error;
+use crate::literal_state::{Status, TextStream};
+use crate::literal_stops::LiteralStops;
 use crate::matcher::{MatchStream, Matcher};
-use crate::stopset::StopSet;
-use crate::stream::{ByteOut, ByteStream, Status, TextStream};
 use crate::utf8::{self, Head};
 
 /// A token fed but not yet released: where its text starts and ends in the decoded text
@@ -33,11 +34,11 @@ pub struct Fed {
 /// runs through ([`TokenMatcher`]); every method takes that matcher's compiled list as `set`.
 ///
 /// ```
-/// use stopstream::{Status, StopSet, TokenStream, Vocab};
+/// use stopstream::{Status, LiteralStops, TokenStream, Vocab};
 ///
 /// // Ids 0 to 2 have text; id 3 is a special token (no text).
 /// let vocab = Vocab::new([Some("Hi"), Some(" </"), Some("stop>"), None], &[3]).unwrap();
-/// let set = StopSet::new(["</stop>"]).unwrap();
+/// let set = LiteralStops::new(["</stop>"]).unwrap();
 /// let mut stream = TokenStream::new(&vocab, false, false, &[]).unwrap();
 /// let mut out = Vec::new();
 /// // "</" may start the stop: it is held, and so is the token it ends (only "Hi" is released).
@@ -114,7 +115,7 @@ impl TokenStream {
         replace: bool,
         stop_ids: &[i64],
     ) -> Result<TokenStream, Error> {
-        TokenStream::over(vocab, StopSet::none(), include_stop, replace, stop_ids)
+        TokenStream::over(vocab, LiteralStops::none(), include_stop, replace, stop_ids)
     }
 }
 
@@ -549,7 +550,7 @@ impl<T: TokenMatcher> TokenStream<T> {
         if self.include_stop && !text.is_empty() {
             let mark = out.len();
             let mut own = ByteStream::new(false, self.replace());
-            let none = StopSet::none();
+            let none = LiteralStops::none();
             if own.feed(none, text, out)? == ByteOut::Input {
                 out.extend_from_slice(text);
             }

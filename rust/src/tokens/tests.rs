@@ -4,9 +4,9 @@ use super::batch::{feed_batch, AnyTokenStream, BatchEntry};
 use super::*;
 use crate::compiled::CompiledStops;
 use crate::filter::Detail;
+use crate::literal_state::Status;
+use crate::literal_stops::LiteralStops;
 use crate::matcher::Matcher;
-use crate::stopset::StopSet;
-use crate::stream::Status;
 use proptest::prelude::*;
 use std::sync::Arc;
 
@@ -59,7 +59,7 @@ fn a_compiled_list_picks_its_stream_and_reports_why_it_ended() {
         assert_eq!(s.is_composed(), is_composed);
         assert_eq!(s.stop_reason(), None);
         let mut out = Vec::new();
-        let set = stops.literal_set().map_or(StopSet::none(), |s| s);
+        let set = stops.literal_stops().map_or(LiteralStops::none(), |s| s);
         s.feed(&v, set, &[4, 5], &mut out).unwrap();
         assert_eq!((out.as_slice(), s.stop_reason()), (&b"</"[..], Some("stop_sequence")));
         let mut t = AnyTokenStream::new(&v, stops, false, true, &[14]).unwrap();
@@ -78,7 +78,7 @@ fn the_report_reads_stops_tokens_and_held_text() {
     let spec = [StopSpec { kind: crate::matcher::StopKind::Regex("a>", None), include: false }];
     let composed = CompiledStops::composed(&spec, None, &[]).unwrap();
     for (stops, matched) in [(&literal, None), (&composed, Some(b"a>".to_vec()))] {
-        let set = stops.literal_set().map_or(StopSet::none(), |s| s);
+        let set = stops.literal_stops().map_or(LiteralStops::none(), |s| s);
         let (mut s, mut out) =
             (AnyTokenStream::new(&v, stops, false, true, &[14]).unwrap(), vec![]);
         s.feed(&v, set, &[1, 0], &mut out).unwrap();
@@ -268,7 +268,7 @@ fn check(
     calls: &[Option<Vec<i64>>],
 ) -> Result<(), TestCaseError> {
     let vocab = vocab(strip);
-    let set = StopSet::new(stops).unwrap();
+    let set = LiteralStops::new(stops).unwrap();
     let mut st = TokenStream::new(&vocab, include, replace, stop_ids).unwrap();
     let (mut fed, mut out, mut released) = (Vec::new(), Vec::new(), 0usize);
     let mut finished = false;
@@ -364,7 +364,7 @@ proptest! {
 
 fn run(stops: &[&str], include: bool, stop_ids: &[i64], calls: &[&[i64]]) -> Vec<(String, usize)> {
     let vocab = vocab(false);
-    let set = StopSet::new(stops.iter().map(|s| s.as_bytes())).unwrap();
+    let set = LiteralStops::new(stops.iter().map(|s| s.as_bytes())).unwrap();
     let mut st = TokenStream::new(&vocab, include, true, stop_ids).unwrap();
     let mut got = Vec::new();
     for ids in calls {
@@ -422,7 +422,7 @@ fn released_table() {
 #[test]
 fn invalid_ids_consume_nothing() {
     let vocab = vocab(false);
-    let set = StopSet::new(["</a>"]).unwrap();
+    let set = LiteralStops::new(["</a>"]).unwrap();
     let mut st = TokenStream::new(&vocab, false, true, &[]).unwrap();
     let mut out = Vec::new();
     st.feed(&vocab, &set, &[0, 4], &mut out).unwrap();
@@ -443,7 +443,7 @@ fn invalid_ids_consume_nothing() {
 #[test]
 fn strict_errors_consume_nothing() {
     let vocab = vocab(false);
-    let set = StopSet::new(["</a>"]).unwrap();
+    let set = LiteralStops::new(["</a>"]).unwrap();
     let mut st = TokenStream::new(&vocab, false, false, &[]).unwrap();
     let mut out = Vec::new();
     st.feed(&vocab, &set, &[0, 7], &mut out).unwrap();
@@ -460,7 +460,7 @@ fn strict_errors_consume_nothing() {
 #[test]
 fn reset_reopens() {
     let vocab = vocab(false);
-    let set = StopSet::new(["b"]).unwrap();
+    let set = LiteralStops::new(["b"]).unwrap();
     let mut st = TokenStream::new(&vocab, false, true, &[14]).unwrap();
     let mut out = Vec::new();
     st.feed(&vocab, &set, &[0, 14], &mut out).unwrap();
@@ -621,7 +621,7 @@ proptest! {
         calls in calls(),
     ) {
         let vocab = vocab(strip);
-        let set = StopSet::new(&stops).unwrap();
+        let set = LiteralStops::new(&stops).unwrap();
         let specs: Vec<StopSpec<'_>> = stops.iter().map(|s| literal(s, include)).collect();
         let m = Matcher::new(&specs, None, &[]).unwrap();
         let mut lit = TokenStream::new(&vocab, include, replace, &stop_ids).unwrap();
@@ -666,7 +666,7 @@ fn batch_streams(v: &Vocab) -> Vec<AnyTokenStream> {
 /// failing entry's index.
 fn run_batch(
     v: &Vocab,
-    set: &StopSet,
+    set: &LiteralStops,
     states: &mut [AnyTokenStream],
     batch: &[(usize, Vec<i64>)],
     safe: bool,
@@ -703,7 +703,7 @@ fn run_batch(
 #[test]
 fn feed_batch_is_all_or_nothing() {
     let v = vocab(false);
-    let set = StopSet::new(["</a>"]).unwrap();
+    let set = LiteralStops::new(["</a>"]).unwrap();
     let alone = |states: &mut [AnyTokenStream], batch: &[(usize, Vec<i64>)]| {
         let mut got = Vec::new();
         for (slot, ids) in batch {

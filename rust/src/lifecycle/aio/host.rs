@@ -1,6 +1,6 @@
 //! What a pull asks of its host, in three faces: the CPython protocol (awaitables, `None`,
 //! exceptions: [`Protocol`]), the stream's state (its lock, its pull flag, its closer:
-//! [`StreamState`]) and the stage (feeding it, and what it owes at the end: [`Stage`]). A
+//! [`State`]) and the stage (feeding it, and what it owes at the end: [`Stage`]). A
 //! [`Host`] is all three. Kept apart so that each face reads as one concern; the host is still
 //! one generic type, so a pull stays one monomorphized loop with no indirect call.
 
@@ -56,7 +56,7 @@ pub trait Protocol {
 
 /// The stream's state as a pull uses it: its lock, the flag that one pull runs at a time, its
 /// objects as the state holds them, and the closer of its upstream.
-pub trait StreamState: Protocol {
+pub trait State: Protocol {
     /// The stream's driver.
     type Driver;
     /// An object as the stream's state holds it.
@@ -64,7 +64,7 @@ pub trait StreamState: Protocol {
     /// The pull's awaitable, as the stream's state keeps it.
     type Spare;
     /// The stream's state, locked.
-    type State<'a>: DerefMut<Target = Upstream<Self::Held, Self::Spare, Self::Err>>
+    type Locked<'a>: DerefMut<Target = Upstream<Self::Held, Self::Spare, Self::Err>>
     where
         Self: 'a;
 
@@ -84,7 +84,7 @@ pub trait StreamState: Protocol {
     ) -> Result<Self::Obj, Self::Err>;
     /// The stream's state, locked. No call of the host's that can run the host's own code (a
     /// send, a push, a close) is made while it is held.
-    fn state<'a>(&'a self, driver: &'a Self::Driver) -> Result<Self::State<'a>, Self::Err>;
+    fn state<'a>(&'a self, driver: &'a Self::Driver) -> Result<Self::Locked<'a>, Self::Err>;
     /// An object the stream's state held, as a pull drives it (and lets go of it).
     fn bind(&self, object: Self::Held) -> Self::Obj;
     /// A new reference to an object the stream's state holds.
@@ -95,7 +95,7 @@ pub trait StreamState: Protocol {
 
 /// The stream's stage (the filter or adapter between the upstream and the consumer): an item
 /// fed, what a closing stage owes, and what it still owes at the upstream's end.
-pub trait Stage: StreamState {
+pub trait Stage: State {
     /// Feeds the item pulled at `position` to the stage: its output, and whether the stage is
     /// now closing (a stop fired). Output beyond one item the host queues on the stream's
     /// lifecycle itself ([`Lifecycle::owed`]), before it returns.
@@ -117,6 +117,6 @@ pub trait Stage: StreamState {
 }
 
 /// Everything a pull asks of its host: the three faces together.
-pub trait Host: Protocol + StreamState + Stage {}
+pub trait Host: Protocol + State + Stage {}
 
-impl<H: Protocol + StreamState + Stage> Host for H {}
+impl<H: Protocol + State + Stage> Host for H {}

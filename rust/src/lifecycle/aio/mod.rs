@@ -9,7 +9,7 @@
 //!
 //! What the machine cannot do itself (send into an awaitable, start a close, feed the stage,
 //! lock the stream's state) it asks of a [`Host`], which has three faces: [`Protocol`],
-//! [`StreamState`] and [`Stage`]. The bindings implement them over Python objects and the tests
+//! [`State`] and [`Stage`]. The bindings implement them over Python objects and the tests
 //! over a scripted fake, so that the rules of a pull (a coroutine's protocol, the order of the
 //! closes, the first failure kept) are plain Rust checked without Python. The host is generic,
 //! not a trait object: a pull of `awrap` is one monomorphized loop with no indirect call.
@@ -27,7 +27,7 @@ mod upstream;
 use super::{Action, Close, Lifecycle};
 
 pub use closer::{CloseMode, Closer};
-pub use host::{Host, Protocol, Stage, StreamState};
+pub use host::{Host, Protocol, Stage, State};
 pub use upstream::Upstream;
 
 /// What is sent into an awaitable.
@@ -88,9 +88,9 @@ pub enum Todo<O, E> {
 }
 
 /// A step's objects, as the host names them.
-type StepOf<H> = Step<<H as StreamState>::Driver, <H as Protocol>::Obj, <H as Protocol>::Err>;
+type StepOf<H> = Step<<H as State>::Driver, <H as Protocol>::Obj, <H as Protocol>::Err>;
 type SentOf<H> = Result<Sent<<H as Protocol>::Obj>, <H as Protocol>::Err>;
-type ResumedOf<H> = Resumed<<H as StreamState>::Driver, <H as Protocol>::Obj, <H as Protocol>::Err>;
+type ResumedOf<H> = Resumed<<H as State>::Driver, <H as Protocol>::Obj, <H as Protocol>::Err>;
 
 /// What one step of a pull leaves.
 #[derive(Debug)]
@@ -100,7 +100,7 @@ pub struct Resumed<D, O, E> {
     /// What it yields to the event loop, returns, or raises.
     pub sent: Result<Sent<O>, E>,
     /// The driver of a pull that ended (delivered or raised): the caller puts `step` back,
-    /// then releases it ([`StreamState::release`]).
+    /// then releases it ([`State::release`]).
     pub ended: Option<D>,
 }
 
@@ -386,7 +386,7 @@ fn feed<H: Host>(
         Ok((out, true)) => match host.owed(driver) {
             Ok(owed) => (out, true, owed),
             Err(err) => {
-                // Let go of as the pull drives objects (see `StreamState::bind`).
+                // Let go of as the pull drives objects (see `State::bind`).
                 drop(out.map(|o| host.bind(o)));
                 return with_life(host, driver, |life| life.refused(err));
             }

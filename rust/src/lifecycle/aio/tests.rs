@@ -122,11 +122,11 @@ impl Protocol for Fake {
     }
 }
 
-impl StreamState for Fake {
+impl State for Fake {
     type Driver = ();
     type Held = String;
     type Spare = u32;
-    type State<'a> = std::cell::RefMut<'a, Upstream<String, u32, String>>;
+    type Locked<'a> = std::cell::RefMut<'a, Upstream<String, u32, String>>;
     fn claim(&self, (): &()) -> bool {
         !self.running.replace(true)
     }

@@ -125,11 +125,11 @@ impl<'py> aio::Protocol for PullHost<'_, 'py> {
     }
 }
 
-impl<'py> aio::StreamState for PullHost<'_, 'py> {
+impl<'py> aio::State for PullHost<'_, 'py> {
     type Driver = Bound<'py, AsyncDriver>;
     type Held = Py<PyAny>;
     type Spare = Py<AsyncPullStep>;
-    type State<'a>
+    type Locked<'a>
         = Guard<'a, DriverState>
     where
         Self: 'a;
@@ -270,7 +270,7 @@ impl AsyncPullStep {
             drop(step);
         }
         if let Some(driver) = ended {
-            aio::StreamState::release(&host, &driver);
+            aio::State::release(&host, &driver);
         }
         sent
     }

@@ -23,7 +23,7 @@ use super::ffi::pull;
 use super::lock::try_lock;
 use super::report::{reports, Reports};
 use super::stages::{BuiltIn, Out, Slot, Stage};
-use super::stopset::{IncludeStop, Stops};
+use super::stopset::{IncludeStop, StopSetRef};
 use crate::host::sync::{Driver, Host};
 use crate::host::Lifecycle;
 use crate::lock::TryLock;
@@ -437,7 +437,7 @@ reports! {
 }
 
 impl Reports for StopStream {
-    fn stop_list<'a>(slf: &'a Bound<'_, Self>) -> &'a Stops {
+    fn stop_list<'a>(slf: &'a Bound<'_, Self>) -> &'a StopSetRef {
         &base(slf).built.stops
     }
 
