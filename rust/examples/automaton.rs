@@ -16,7 +16,7 @@ use aho_corasick::automaton::Automaton as _;
 use aho_corasick::automaton::StateID;
 use aho_corasick::{dfa::DFA, Anchored, MatchKind};
 use stopstream::raw::Step;
-use stopstream::StopSet;
+use stopstream::LiteralStops;
 
 fn main() {
     let text = if let Some(path) = std::env::args().nth(1) {
@@ -41,7 +41,7 @@ fn main() {
     ];
     println!("{} chunks of 4 bytes", chunks.len());
     for (name, stops) in &sets {
-        let ours = StopSet::new(stops).unwrap();
+        let ours = LiteralStops::new(stops).unwrap();
         let theirs = DFA::builder().match_kind(MatchKind::Standard).build(stops).unwrap();
         let depth = depths(&theirs);
         let mut best = [f64::MAX; 3];

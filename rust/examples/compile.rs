@@ -1,11 +1,11 @@
 //! Compile time of a fresh stop list: `cargo run --release --example compile [stops.json]`.
 //!
 //! Reads a JSON array of strings (default: 10,000 generated stops) and prints the best of a few
-//! builds of `StopSet::new` (15, or the count given second: 1 for an instruction profile).
+//! builds of `LiteralStops::new` (15, or the count given second: 1 for an instruction profile).
 
 use std::time::Instant;
 
-use stopstream::StopSet;
+use stopstream::LiteralStops;
 
 fn main() {
     let stops: Vec<String> = match std::env::args().nth(1) {
@@ -22,7 +22,7 @@ fn main() {
     let mut best = f64::MAX;
     for _ in 0..rounds {
         let t = Instant::now();
-        let set = StopSet::new(&stops).unwrap();
+        let set = LiteralStops::new(&stops).unwrap();
         best = best.min(t.elapsed().as_secs_f64());
         std::hint::black_box(&set);
     }

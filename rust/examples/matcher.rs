@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use stopstream::{ByteOut, MatchStream, Matcher, StopKind, StopSet, StopSpec, TextStream};
+use stopstream::{ByteOut, LiteralStops, MatchStream, Matcher, StopKind, StopSpec, TextStream};
 
 fn chunks(text: &str) -> Vec<&str> {
     let mut out = Vec::new();
@@ -32,7 +32,8 @@ fn best<F: FnMut()>(mut f: F) -> f64 {
 fn main() {
     let text = [
         include_str!("../src/automaton.rs"),
-        include_str!("../src/stream.rs"),
+        include_str!("../src/literal_state.rs"),
+        include_str!("../src/byte_stream.rs"),
         include_str!("../src/regex/mod.rs"),
         include_str!("../src/regex/dfa.rs"),
         include_str!("../src/regex/nfa.rs"),
@@ -44,7 +45,7 @@ fn main() {
     let parts = chunks(&text);
     let lits = ["</answer>", "\n\nUser:", "###END", "<|im_end|>"];
     let res = [r"</answer\s*>", r"(?m)^User:\s", r"#{3}END\b", r"<\|im_end\|>"];
-    let set = StopSet::new(lits).unwrap();
+    let set = LiteralStops::new(lits).unwrap();
     let literal = best(|| {
         let mut st = TextStream::new(false);
         for p in &parts {

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
-use stopstream::{StopSet, TextStream};
+use stopstream::{LiteralStops, TextStream};
 
 /// The system allocator, counting the bytes live now and the most live since the last reset.
 struct Counting;
@@ -149,7 +149,7 @@ fn per_chunk(text: &[u8], words: &[String]) {
         for i in stops.len()..count {
             stops.push(format!("<|{}_{}_{i}|>", words[i % n], words[(i * 7 + 1) % n]));
         }
-        let set = StopSet::new(&stops).unwrap();
+        let set = LiteralStops::new(&stops).unwrap();
         let mut runs: Vec<Box<dyn FnMut() -> usize>> = vec![Box::new(|| {
             let mut st = TextStream::new(false);
             let mut out = 0;
@@ -171,7 +171,7 @@ fn per_chunk(text: &[u8], words: &[String]) {
 /// Times both crates and `memchr` over `text` for one stop set, and prints a line.
 fn scan_set(name: &str, stops: &[String], text: &[u8]) {
     let gbps = |ns: f64| text.len() as f64 / ns;
-    let ours = StopSet::new(stops).unwrap();
+    let ours = LiteralStops::new(stops).unwrap();
     assert_eq!(ours.truncate(text, false), (text.len(), None), "{name}: a stop occurs");
     let kinds = [
         (None, "auto"),
@@ -267,7 +267,7 @@ fn compile(words: &[String]) {
         let mut cpu = Vec::new();
         for stops in &lists {
             let (t, c) = (Instant::now(), on_cpu_ns());
-            black_box(StopSet::new(stops).unwrap());
+            black_box(LiteralStops::new(stops).unwrap());
             wall.push(t.elapsed().as_secs_f64() * 1e3);
             cpu.push((on_cpu_ns() - c) as f64 / 1e6);
         }
@@ -282,7 +282,7 @@ fn compile(words: &[String]) {
     let base = LIVE.load(Ordering::Relaxed);
     PEAK.store(base, Ordering::Relaxed);
     let t = Instant::now();
-    let set = StopSet::new(&stops).unwrap();
+    let set = LiteralStops::new(&stops).unwrap();
     let ms = t.elapsed().as_secs_f64() * 1e3;
     let peak = PEAK.load(Ordering::Relaxed) - base;
     let kept = LIVE.load(Ordering::Relaxed) - base;

@@ -737,7 +737,7 @@ pub(crate) const MAX_TOTAL_LEN: usize = (SPARSE as usize) - 2;
 
 fn to_u32(n: usize) -> u32 {
     // Every number converted here is at most the state count, which `MAX_TOTAL_LEN` bounds
-    // (checked by `StopSet` before building), so this cannot fail.
+    // (checked by `LiteralStops` before building), so this cannot fail.
     u32::try_from(n).ok().filter(|&v| v < SPARSE).unwrap_or(ID_MASK)
 }
 

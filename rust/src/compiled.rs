@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::error::Error;
+use crate::literal_stops::LiteralStops;
 use crate::matcher::{Matcher, StopKind, StopSpec};
-use crate::stopset::StopSet;
 
 /// The stop a whole-text cut found: its index, and for a composed list the text it matched.
 pub type Fired = (usize, Option<Vec<u8>>);
@@ -32,7 +32,7 @@ pub type Fired = (usize, Option<Vec<u8>>);
 #[derive(Clone, Debug)]
 pub enum CompiledStops {
     /// Plain strings: the literal automaton.
-    Literal(Arc<StopSet>),
+    Literal(Arc<LiteralStops>),
     /// `Stop` or `Regex` items, or skip regions: the composed matcher (contract §6).
     Composed(Arc<Matcher>),
 }
@@ -46,7 +46,9 @@ impl CompiledStops {
         for s in stops {
             push_field(&mut key, 7, s.as_ref());
         }
-        get_or_compile(&key, || StopSet::new(stops).map(|s| CompiledStops::Literal(Arc::new(s))))
+        get_or_compile(&key, || {
+            LiteralStops::new(stops).map(|s| CompiledStops::Literal(Arc::new(s)))
+        })
     }
 
     /// Compiles a composed list (see [`Matcher::new`]), or returns the same list and regions
@@ -125,7 +127,7 @@ impl CompiledStops {
     }
 
     /// The literal automaton, when the list is literal.
-    pub fn literal_set(&self) -> Option<&Arc<StopSet>> {
+    pub fn literal_stops(&self) -> Option<&Arc<LiteralStops>> {
         match self {
             CompiledStops::Literal(s) => Some(s),
             CompiledStops::Composed(_) => None,

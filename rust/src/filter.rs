@@ -1,7 +1,7 @@
 //! One stream type over either kind of compiled stop list, for decoded text or raw bytes.
 //!
 //! [`CompiledStops`] (in `compiled.rs`) is a compiled list: the literal automaton
-//! ([`StopSet`]) when every stop is a plain string, else the composed matcher of contract §6
+//! ([`LiteralStops`]) when every stop is a plain string, else the composed matcher of contract §6
 //! ([`Matcher`]: `Stop` and `Regex` items, skip regions). [`Filter`] is a stream over one, taking `str` chunks (as UTF-8) or
 //! bytes split anywhere; its [`Filter::feed`] returns the output directly, borrowed from the
 //! input when it is a prefix of it (nearly every chunk) and from the filter's own buffer
@@ -10,11 +10,12 @@
 
 use std::sync::Arc;
 
+use crate::byte_stream::{ByteOut, ByteStream};
 use crate::compiled::CompiledStops;
 use crate::error::Error;
+use crate::literal_state::{Status, TextStream};
+use crate::literal_stops::LiteralStops;
 use crate::matcher::{MatchStream, Matcher};
-use crate::stopset::StopSet;
-use crate::stream::{ByteOut, ByteStream, Status, TextStream};
 
 /// What one [`Filter::feed`] emits: `head`, then `bytes`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,7 +89,7 @@ impl StopReport {
 /// What a stream reports, packed in one word ([`Report::pack`]) so that a driver can publish it
 /// after every chunk and readers can take it from anywhere without a lock: whether the stream
 /// has started and on which input, its status, and a literal list's automaton state, which
-/// with the list gives the held text ([`StopSet::held`]).
+/// with the list gives the held text ([`LiteralStops::held`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Report {
     /// Where the stream stands (open before it started).
@@ -146,8 +147,8 @@ pub(crate) struct Saved(TextStream);
 
 #[derive(Clone, Debug)]
 enum Kind {
-    Text(Arc<StopSet>, TextStream),
-    Bytes(Arc<StopSet>, ByteStream),
+    Text(Arc<LiteralStops>, TextStream),
+    Bytes(Arc<LiteralStops>, ByteStream),
     // Boxed: a composed stream is 176 bytes or more against a literal one's 24, and every
     // filter (a literal one per request, nearly always) is moved into its Python object whole.
     ComposedText(Arc<Matcher>, Box<MatchStream>),
@@ -265,7 +266,7 @@ impl Filter {
     }
 
     /// For a literal list, the automaton state, which with the list determines the held text
-    /// ([`StopSet::held`]): a stream's report then fits in a word. `None` for a composed list.
+    /// ([`LiteralStops::held`]): a stream's report then fits in a word. `None` for a composed list.
     #[inline]
     pub fn state_id(&self) -> Option<u32> {
         match &self.kind {

@@ -7,15 +7,15 @@
 //! With the `host` feature (the fuzz targets turn it on), the token batch path is public here,
 //! so that the targets drive what the bindings call.
 
-#[cfg(feature = "host")]
-pub use crate::batch::{feed_batch, AnyTokenStream, BatchEntry};
-#[cfg(not(feature = "host"))]
-pub(crate) use crate::batch::{feed_batch, AnyTokenStream, BatchEntry};
 #[cfg(feature = "python")]
 pub(crate) use crate::filter::Saved;
 #[cfg(feature = "python")]
-pub(crate) use crate::lifecycle::{drive, pull, Action, Lifecycle};
+pub(crate) use crate::lifecycle::{aio, sync, Action, Lifecycle};
 #[cfg(feature = "python")]
 pub(crate) use crate::published::Published;
+#[cfg(feature = "host")]
+pub use crate::tokens::batch::{feed_batch, AnyTokenStream, BatchEntry};
+#[cfg(not(feature = "host"))]
+pub(crate) use crate::tokens::batch::{feed_batch, AnyTokenStream, BatchEntry};
 #[cfg(feature = "python")]
 pub(crate) use crate::utf8::encode_code_points;

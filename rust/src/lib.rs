@@ -34,11 +34,11 @@
 //! The pieces:
 //!
 //! * [`CompiledStops`] is either kind of list: plain strings ([`CompiledStops::literal`], the
-//!   literal automaton, [`StopSet`]) or stops with their own include flags, regex stops and
+//!   literal automaton, [`LiteralStops`]) or stops with their own include flags, regex stops and
 //!   skip regions ([`CompiledStops::composed`], the [`Matcher`] built from [`StopSpec`]s).
 //! * [`Filter`] is the one stream type over either kind, for decoded text or raw UTF-8 bytes
 //!   split anywhere. Under it are the per-kind streams, usable on their own: [`TextStream`]
-//!   and [`ByteStream`] over a [`StopSet`], [`MatchStream`] over a [`Matcher`].
+//!   and [`ByteStream`] over a [`LiteralStops`], [`MatchStream`] over a [`Matcher`].
 //! * Serving engines hold token ids rather than text: a [`Vocab`] and a [`TokenStream`] decode
 //!   ids and match in one pass, and report how many input tokens the emitted text covers, so
 //!   that text, ids and logprobs stay aligned. A [`TokenDecoder`] reads the per-token bytes of
@@ -70,26 +70,26 @@
 #![deny(unsafe_code)]
 
 mod automaton;
+mod byte_stream;
 mod byteset;
 mod compiled;
 mod decoder;
 mod error;
 mod filter;
+mod literal_state;
+mod literal_stops;
 mod matcher;
 mod prefilter;
 mod regex;
 mod region;
 pub mod sse;
-mod stopset;
-mod stream;
 mod tokens;
 mod utf8;
 
-// The bindings' own parts of the core: the token batch path, the lifecycle policy and its
-// drivers, the published (pulled) stream, the try-lock and the recent-values ring. Built only with the bindings (and
-// for the crate's tests), so that the engine's API is all there is otherwise.
-#[cfg(any(feature = "python", feature = "host", test))]
-mod batch;
+// The bindings' own parts of the core: the lifecycle policy and its drivers, the published
+// (pulled) stream, the try-lock and the recent-values ring (the token batch path is
+// `tokens/batch.rs`). Built only with the bindings (and for the crate's tests), so that the
+// engine's API is all there is otherwise.
 #[cfg(any(feature = "python", feature = "host"))]
 #[doc(hidden)]
 pub mod host;
@@ -104,17 +104,18 @@ mod py;
 #[cfg(any(feature = "python", test))]
 mod recent;
 
+pub use crate::byte_stream::{ByteOut, ByteStream, TextMatcher};
 pub use crate::compiled::{CompiledStops, Fired};
 pub use crate::decoder::{TokenDecoder, TokenizerJson};
 pub use crate::error::{DecodeError, Error};
 pub use crate::filter::{Detail, Filter, Output, Report, StopReport};
+pub use crate::literal_state::{Emit, Status, TextStream};
+pub use crate::literal_stops::LiteralStops;
 pub use crate::matcher::{regex_max_len, MatchStream, Matcher, StopKind, StopSpec};
-pub use crate::stopset::StopSet;
-pub use crate::stream::{ByteOut, ByteStream, Emit, Status, TextMatcher, TextStream};
 pub use crate::tokens::{Fed, Token, TokenMatcher, TokenStream, Vocab};
 
-/// The literal automaton's raw step, for callers that walk a [`StopSet`] themselves with
-/// [`StopSet::scan`] (the comparison against `aho-corasick` in `rust/examples/automaton.rs`).
+/// The literal automaton's raw step, for callers that walk a [`LiteralStops`] themselves with
+/// [`LiteralStops::scan`] (the comparison against `aho-corasick` in `rust/examples/automaton.rs`).
 /// Plumbing: the streams ([`TextStream`], [`ByteStream`]) do this walk for you.
 pub mod raw {
     pub use crate::automaton::{Hit, Step};

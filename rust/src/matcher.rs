@@ -36,10 +36,11 @@
 //! stop; a chunk that passes through whole is never copied.
 
 use crate::automaton::{Automaton, Step};
+use crate::byte_stream::{ByteOut, TextMatcher};
 use crate::error::Error;
+use crate::literal_state::Status;
 use crate::regex::{Pattern, PatternError, Threads};
 use crate::region::{Regions, Zone};
-use crate::stream::{ByteOut, Status, TextMatcher};
 use crate::utf8::char_len;
 
 /// One stop of a [`Matcher`]'s list.

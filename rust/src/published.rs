@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use crate::filter::{Detail, Filter, Report, StopReport};
-use crate::stopset::StopSet;
-use crate::stream::Status;
+use crate::literal_state::Status;
+use crate::literal_stops::LiteralStops;
 
 /// A stream's published report.
 ///
@@ -95,7 +95,7 @@ impl Published {
     /// The report, and the text held back (with a bytes stream's incomplete character); `set`
     /// is the literal list the stream runs over.
     #[must_use]
-    pub fn pending(&self, set: &StopSet, include_stop: bool) -> (Report, Vec<u8>) {
+    pub fn pending(&self, set: &LiteralStops, include_stop: bool) -> (Report, Vec<u8>) {
         let report = self.report();
         let mut held = Vec::new();
         if report.status != Status::Open {
@@ -119,7 +119,12 @@ impl Published {
     /// `include_stop` are the literal list the stream runs over and its flag.
     #[inline]
     #[must_use]
-    pub fn stop_report(&self, set: &StopSet, include_stop: bool, detail: Detail) -> StopReport {
+    pub fn stop_report(
+        &self,
+        set: &LiteralStops,
+        include_stop: bool,
+        detail: Detail,
+    ) -> StopReport {
         let (report, matched, pending) = match detail {
             Detail::Status => (self.report(), None, Vec::new()),
             Detail::Matched => {
@@ -159,7 +164,7 @@ mod tests {
     #[test]
     fn literal_and_bytes() {
         let stops = CompiledStops::literal(&["STOP"]).unwrap();
-        let set = stops.literal_set().unwrap();
+        let set = stops.literal_stops().unwrap();
         let p = Published::new();
         assert!(!p.report().started);
         let mut f = Filter::new(&stops, true, false, false);
@@ -188,7 +193,7 @@ mod tests {
             CompiledStops::composed(&spec, None, &[]).unwrap(),
         ];
         for stops in &lists {
-            let set = stops.literal_set().map_or(crate::StopSet::none(), |s| s);
+            let set = stops.literal_stops().map_or(crate::LiteralStops::none(), |s| s);
             for (bytes, include) in [(false, false), (false, true), (true, false), (true, true)] {
                 let p = Published::new();
                 assert_eq!(
@@ -236,11 +241,11 @@ mod tests {
         let mut f = Filter::new(&stops, false, false, false);
         f.feed(b"abb").unwrap();
         p.publish(Some(&f));
-        assert_eq!(p.pending(crate::StopSet::none(), false).1, b"bb");
+        assert_eq!(p.pending(crate::LiteralStops::none(), false).1, b"bb");
         f.feed(b"c").unwrap();
         p.publish(Some(&f));
         assert_eq!(p.report().status, Status::Stopped(0));
         assert_eq!(p.matched().1.as_deref(), Some(&b"bbc"[..]));
-        assert!(p.pending(crate::StopSet::none(), false).1.is_empty());
+        assert!(p.pending(crate::LiteralStops::none(), false).1.is_empty());
     }
 }

@@ -2,7 +2,7 @@
 //! fires, the holdback, and the cut, over text and bytes split anywhere (the public API only).
 
 use proptest::prelude::*;
-use stopstream::{ByteOut, ByteStream, Status, StopSet, TextStream};
+use stopstream::{ByteOut, ByteStream, LiteralStops, Status, TextStream};
 
 /// The contract, written the slow and obvious way: the first end position at which any stop
 /// ends, the longest stop there, the first listed among equals.
@@ -50,7 +50,7 @@ proptest! {
     ) {
         let text: String = text.concat();
         let stops_b: Vec<Vec<u8>> = stops.iter().map(|s| s.as_bytes().to_vec()).collect();
-        let set = StopSet::with_dense_budget(&stops_b, budget).unwrap();
+        let set = LiteralStops::with_dense_budget(&stops_b, budget).unwrap();
         // Split at character boundaries.
         let mut bounds: Vec<usize> = cuts
             .iter()
@@ -106,7 +106,7 @@ proptest! {
         let raw: Vec<u8> = raw.concat();
         let mut stops_b: Vec<Vec<u8>> = stops.iter().map(|s| s.as_bytes().to_vec()).collect();
         stops_b.push("\u{FFFD}b".as_bytes().to_vec());
-        let set = StopSet::new(&stops_b).unwrap();
+        let set = LiteralStops::new(&stops_b).unwrap();
         let decoded = String::from_utf8_lossy(&raw).into_owned();
         let mut bounds: Vec<usize> = cuts.iter().map(|&c| c.min(raw.len())).collect();
         bounds.push(0);
@@ -166,7 +166,7 @@ proptest! {
         bounds.push(0);
         bounds.push(text.len());
         bounds.sort_unstable();
-        let set = StopSet::with_dense_budget(&stops, budget).unwrap();
+        let set = LiteralStops::with_dense_budget(&stops, budget).unwrap();
         let first = naive_first_stop(&stops, &text);
         let mut st = TextStream::new(include);
         let mut out = Vec::new();
@@ -220,7 +220,7 @@ proptest! {
                 a
             })
             .collect();
-        let set = StopSet::with_dense_budget(&stops, budget).unwrap();
+        let set = LiteralStops::with_dense_budget(&stops, budget).unwrap();
         let first = naive_first_stop(&stops, &text);
         let cut = first.map_or(text.len(), |(p, end)| end - stops[p].len());
         prop_assert_eq!(set.truncate(&text, false), (cut, first.map(|f| f.0)));
@@ -261,7 +261,7 @@ proptest! {
         cuts in prop::collection::vec(0usize..40, 0..6),
     ) {
         let raw: Vec<u8> = raw.concat();
-        let set = StopSet::new(&stops).unwrap();
+        let set = LiteralStops::new(&stops).unwrap();
         let valid = std::str::from_utf8(&raw).map_or_else(|e| e.valid_up_to(), |_| raw.len());
         let (cut, stop) = set.truncate(&raw[..valid], false);
         let mut bounds: Vec<usize> = cuts.iter().map(|&c| c.min(raw.len())).collect();

@@ -3,7 +3,7 @@
 //! error modes, the leading-space rule, ids (now and then outside the vocabulary) split into
 //! calls of `feed` or `feed_id`. Checks:
 //!
-//! * call by call it equals the concrete stream it wraps (`TokenStream` over the `StopSet`, or
+//! * call by call it equals the concrete stream it wraps (`TokenStream` over the `LiteralStops`, or
 //!   over the `Matcher`), built directly: the result (released count, `whole`, or the error),
 //!   the text, and then the status, stop token, held text, settings, matched text (the literal
 //!   stream compared whole);
@@ -30,7 +30,7 @@ use libfuzzer_sys::fuzz_target;
 use naive::List;
 use stopstream::host::AnyTokenStream;
 use stopstream::{
-    CompiledStops, Detail, Error, Fed, MatchStream, Matcher, Status, StopSet, Token, TokenStream,
+    CompiledStops, Detail, Error, Fed, MatchStream, Matcher, Status, LiteralStops, Token, TokenStream,
     Vocab,
 };
 
@@ -56,7 +56,7 @@ struct Input {
 
 /// The stream an `AnyTokenStream` wraps, built directly.
 enum Concrete<'a> {
-    Literal(TokenStream, &'a StopSet),
+    Literal(TokenStream, &'a LiteralStops),
     Composed(TokenStream<MatchStream>, &'a Matcher),
 }
 
@@ -135,7 +135,7 @@ impl Concrete<'_> {
     }
 }
 
-fn view(a: &AnyTokenStream, set: &StopSet) -> View {
+fn view(a: &AnyTokenStream, set: &LiteralStops) -> View {
     View {
         status: a.status(),
         stop_token: a.stop_token(),
@@ -161,7 +161,7 @@ fn call(
     any: &mut AnyTokenStream,
     con: &mut Concrete<'_>,
     v: &Vocab,
-    set: &StopSet,
+    set: &LiteralStops,
     ids: Option<&[i64]>,
     by_id: bool,
 ) -> Result<(Vec<u8>, usize), Error> {
@@ -204,7 +204,7 @@ fn call(
 }
 
 /// Compares the two streams' state, and the wrapper's report with its accessors.
-fn compare(any: &AnyTokenStream, con: &Concrete<'_>, set: &StopSet) {
+fn compare(any: &AnyTokenStream, con: &Concrete<'_>, set: &LiteralStops) {
     let v = view(any, set);
     assert_eq!(v, con.view());
     if let Concrete::Literal(t, _) = con {
@@ -258,8 +258,8 @@ fuzz_target!(|input: Input| {
         .filter(|&i| vocab.get(i).is_some())
         .collect();
     // A composed stream takes no literal list: any will do.
-    let none = StopSet::new(Vec::<Vec<u8>>::new()).unwrap();
-    let set = compiled.literal_set().map_or(&none, |s| &**s);
+    let none = LiteralStops::new(Vec::<Vec<u8>>::new()).unwrap();
+    let set = compiled.literal_stops().map_or(&none, |s| &**s);
     let mut any = AnyTokenStream::new(&vocab, &compiled, include, replace, &stop_ids).unwrap();
     assert_eq!(any.is_composed(), compiled.is_composed());
     let matcher = compiled.matcher();

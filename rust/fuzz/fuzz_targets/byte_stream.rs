@@ -8,16 +8,16 @@ mod common;
 
 use common::{bounds, stops, Input};
 use libfuzzer_sys::fuzz_target;
-use stopstream::{ByteOut, ByteStream, Status, StopSet};
+use stopstream::{ByteOut, ByteStream, Status, LiteralStops};
 
 fuzz_target!(|input: Input| {
     let stops = stops(&input);
     let raw: Vec<u8> = input.text.iter().take(256).copied().collect();
     // Odd inputs also exercise the sparse layout of large stop lists.
     let set = if input.cuts.len() % 2 == 0 {
-        StopSet::new(&stops).unwrap()
+        LiteralStops::new(&stops).unwrap()
     } else {
-        StopSet::with_dense_budget(&stops, 1 + input.cuts.len() * 16).unwrap()
+        LiteralStops::with_dense_budget(&stops, 1 + input.cuts.len() * 16).unwrap()
     };
     // What the whole input decodes to (lossy = maximal subparts, as CPython), and in strict
     // mode how much of it is valid.

@@ -20,7 +20,7 @@ use common::{vocab, Drawn, StopInput};
 use libfuzzer_sys::arbitrary::{self, Arbitrary};
 use libfuzzer_sys::fuzz_target;
 use stopstream::host::{feed_batch, AnyTokenStream, BatchEntry};
-use stopstream::{CompiledStops, Detail, Fed, StopSet, TokenStream, Vocab};
+use stopstream::{CompiledStops, Detail, Fed, LiteralStops, TokenStream, Vocab};
 
 #[derive(Arbitrary, Debug)]
 struct Stream {
@@ -56,7 +56,7 @@ struct Input {
 /// What a stream shows and what it does next, for comparing streams: its status, stop token,
 /// held and matched text and report, then on a copy the result of feeding `probe` and
 /// finishing. (Its debug form is no measure: a copy leaves out the regex engines' scratch.)
-fn state(s: &AnyTokenStream, v: &Vocab, set: &StopSet, probe: &[i64]) -> String {
+fn state(s: &AnyTokenStream, v: &Vocab, set: &LiteralStops, probe: &[i64]) -> String {
     let report = s.stop_report(set, Detail::Pending);
     let now = (s.status(), s.stop_token(), s.is_finished(), s.held(set), s.matched(), report);
     let (mut copy, mut out) = (s.clone(), Vec::new());
@@ -69,7 +69,7 @@ fn state(s: &AnyTokenStream, v: &Vocab, set: &StopSet, probe: &[i64]) -> String 
 /// text is whole characters; and the literal streams themselves.
 fn states(
     streams: &[AnyTokenStream],
-    config: &[(&Vocab, &StopSet)],
+    config: &[(&Vocab, &LiteralStops)],
 ) -> Vec<(String, String, TokenStream)> {
     streams
         .iter()
@@ -88,10 +88,10 @@ fuzz_target!(|input: Input| {
     let literal = CompiledStops::literal(&drawn.literals()).unwrap();
     let composed = CompiledStops::composed(&drawn.specs(), drawn.until(), &drawn.skip()).ok();
     // A composed stream takes no literal list: any will do.
-    let none = StopSet::new(Vec::<Vec<u8>>::new()).unwrap();
+    let none = LiteralStops::new(Vec::<Vec<u8>>::new()).unwrap();
     let mut streams = Vec::new();
     // Per stream: its vocabulary and the literal list its entries pass (unused when composed).
-    let mut config: Vec<(&Vocab, &StopSet)> = Vec::new();
+    let mut config: Vec<(&Vocab, &LiteralStops)> = Vec::new();
     for s in input.streams.iter().take(4) {
         let v = &vocabs[usize::from(s.other)];
         let stops = match &composed {
@@ -105,7 +105,7 @@ fuzz_target!(|input: Input| {
             .into_iter()
             .collect();
         streams.push(AnyTokenStream::new(v, stops, s.include_stop, s.replace, &stop_ids).unwrap());
-        config.push((v, stops.literal_set().map_or(&none, |s| &**s)));
+        config.push((v, stops.literal_stops().map_or(&none, |s| &**s)));
     }
     if streams.is_empty() {
         return;

@@ -52,7 +52,7 @@ fuzz_target!(|input: Input| {
     let stops: Vec<Vec<u8>> =
         input.stops.iter().take(8).map(|s| to_text(s, 6)).filter(|s| !s.is_empty()).collect();
     let compiled = CompiledStops::literal(&stops).unwrap();
-    let set = compiled.literal_set().unwrap();
+    let set = compiled.literal_stops().unwrap();
     let (bytes, include) = (input.bytes, input.include_stop);
     let replace = bytes && input.replace;
     let text = if bytes { to_raw(&input.text, 96, &ALPHABET) } else { to_text(&input.text, 96) };

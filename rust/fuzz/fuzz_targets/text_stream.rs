@@ -6,16 +6,16 @@ mod common;
 
 use common::{bounds, naive_holdback, stops, to_text, Input};
 use libfuzzer_sys::fuzz_target;
-use stopstream::{Status, StopSet, TextStream};
+use stopstream::{Status, LiteralStops, TextStream};
 
 fuzz_target!(|input: Input| {
     let stops = stops(&input);
     let text = to_text(&input.text, 256);
     // Odd inputs also exercise the sparse layout of large stop lists.
     let set = if input.cuts.len() % 2 == 0 {
-        StopSet::new(&stops).unwrap()
+        LiteralStops::new(&stops).unwrap()
     } else {
-        StopSet::with_dense_budget(&stops, 1 + input.cuts.len() * 16).unwrap()
+        LiteralStops::with_dense_budget(&stops, 1 + input.cuts.len() * 16).unwrap()
     };
     let (cut, stop) = set.truncate(&text, input.include_stop);
     let mut st = TextStream::new(input.include_stop);

@@ -23,7 +23,7 @@ use common::bounds;
 use libfuzzer_sys::arbitrary::{self, Arbitrary};
 use libfuzzer_sys::fuzz_target;
 use stopstream::{
-    regex_max_len, ByteOut, ByteStream, MatchStream, Matcher, Status, StopKind, StopSet, StopSpec,
+    regex_max_len, ByteOut, ByteStream, MatchStream, Matcher, Status, StopKind, LiteralStops, StopSpec,
     TokenMatcher, TokenStream, Vocab,
 };
 
@@ -338,7 +338,7 @@ fuzz_target!(|input: Input| {
                 StopKind::Regex(..) => None,
             })
             .collect();
-        let set = StopSet::new(&lits).unwrap();
+        let set = LiteralStops::new(&lits).unwrap();
         for calls in splits(&all, &input.cuts) {
             let lit =
                 TokenStream::new(&vocab, input.include_stop, input.replace, &stop_ids).unwrap();

@@ -19,14 +19,14 @@
 //! asked for during a pull) is the driver's to report ([`Closed::report`]).
 //!
 //! The drivers' parts that need no Python are here too, each over a host that carries out the
-//! I/O: [`drive`], the sync driver's pull (calling), and [`pull`], the async driver's (awaiting).
+//! I/O: [`sync`], the sync driver's pull (calling), and [`aio`], the async driver's (awaiting).
 //! Built only with the bindings (and for its tests), which reach it through `crate::host`.
 
 // Without the bindings this is built only for its own tests, which leave parts of it unused.
 #![cfg_attr(not(feature = "python"), allow(dead_code))]
 
-pub mod drive;
-pub mod pull;
+pub mod aio;
+pub mod sync;
 
 use std::collections::VecDeque;
 

@@ -9,17 +9,17 @@ use super::convert::{bytes_out, chunk_bytes, chunk_utf8, make_str, str_out};
 use super::errors::{map_error, parse_errors, type_name, wrong_type};
 use super::lock::lock;
 use super::report::{reports, Reports};
-use super::stopset::{resolve, IncludeStop, SkipArgs, Stops};
+use super::stopset::{resolve, IncludeStop, SkipArgs, StopSetRef};
 use crate::lock::TryLock;
 use crate::{Detail, Filter, StopReport};
 
 /// What both push filters hold: the stop list, `include_stop`, and the stream.
 trait Push: pyo3::PyClass<Frozen = pyo3::pyclass::boolean_struct::True> + Sync {
-    fn parts(&self) -> (&Stops, bool, &TryLock<Filter>);
+    fn parts(&self) -> (&StopSetRef, bool, &TryLock<Filter>);
 }
 
 impl<T: Push> Reports for T {
-    fn stop_list<'a>(slf: &'a Bound<'_, Self>) -> &'a Stops {
+    fn stop_list<'a>(slf: &'a Bound<'_, Self>) -> &'a StopSetRef {
         slf.get().parts().0
     }
 
@@ -35,7 +35,7 @@ impl<T: Push> Reports for T {
 /// Incremental stop-sequence filter over `str` chunks.
 #[pyclass(frozen, module = "stopstream._core")]
 pub(super) struct StopFilter {
-    stops: Stops,
+    stops: StopSetRef,
     include_stop: bool,
     /// Also fed by the adapters' native stages (`stages/sse.rs`, `stages/sdk.rs`), under [`lock`].
     pub(super) state: TryLock<Filter>,
@@ -116,7 +116,7 @@ reports! {
 }
 
 impl Push for StopFilter {
-    fn parts(&self) -> (&Stops, bool, &TryLock<Filter>) {
+    fn parts(&self) -> (&StopSetRef, bool, &TryLock<Filter>) {
         (&self.stops, self.include_stop, &self.state)
     }
 }
@@ -124,7 +124,7 @@ impl Push for StopFilter {
 /// Incremental stop-sequence filter over UTF-8 byte chunks split anywhere.
 #[pyclass(frozen, module = "stopstream._core")]
 pub(super) struct ByteStopFilter {
-    stops: Stops,
+    stops: StopSetRef,
     include_stop: bool,
     state: TryLock<Filter>,
 }
@@ -206,7 +206,7 @@ reports! {
 }
 
 impl Push for ByteStopFilter {
-    fn parts(&self) -> (&Stops, bool, &TryLock<Filter>) {
+    fn parts(&self) -> (&StopSetRef, bool, &TryLock<Filter>) {
         (&self.stops, self.include_stop, &self.state)
     }
 }

@@ -65,7 +65,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<aio::AsyncPullStep>()?;
     aio::install(m.py())?;
     sync::install(m.py())?;
-    m.add_class::<stopset::Compiled>()?;
+    m.add_class::<stopset::PyStopSet>()?;
     m.add_class::<stages::FilterStage>()?;
     m.add_class::<stages::SSEStage>()?;
     m.add_class::<stages::SdkStage>()?;

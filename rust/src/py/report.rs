@@ -7,13 +7,13 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use super::convert::make_str;
-use super::stopset::{stop_text, Stops};
+use super::stopset::{stop_text, StopSetRef};
 use crate::{Detail, StopReport};
 
 /// Where a class keeps what its stop attributes read.
 pub(super) trait Reports: pyo3::PyClass {
     /// The stop list it runs over.
-    fn stop_list<'a>(slf: &'a Bound<'_, Self>) -> &'a Stops;
+    fn stop_list<'a>(slf: &'a Bound<'_, Self>) -> &'a StopSetRef;
     /// Its `include_stop`.
     fn includes_stop(slf: &Bound<'_, Self>) -> PyResult<bool>;
     /// Its report, with the text `detail` names.

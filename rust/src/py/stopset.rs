@@ -13,7 +13,7 @@ use super::items::{Regex, Stop};
 use super::lock::try_lock;
 use crate::lock::TryLock;
 use crate::recent::{same_stops, Recent};
-use crate::{CompiledStops, StopKind, StopSet, StopSpec};
+use crate::{CompiledStops, LiteralStops, StopKind, StopSpec};
 
 /// A stop list as given (kept for `stops`, `stop_sequence`) and compiled: `stopstream.StopSet`.
 ///
@@ -22,7 +22,7 @@ use crate::{CompiledStops, StopKind, StopSet, StopSpec};
 /// Filters built from a raw list share the cached object whatever their own `include_stop`
 /// (it lives in their state); a `StopSet` given by the caller lends them its options.
 #[pyclass(frozen, module = "stopstream._core", name = "StopSet")]
-pub(super) struct Compiled {
+pub(super) struct PyStopSet {
     pub(super) tuple: Py<PyTuple>,
     /// The literal automaton, or the composed matcher (contract §6) when the list has `Stop` or
     /// `Regex` items or skip regions.
@@ -88,7 +88,7 @@ fn compose(
     include_stop: bool,
     skip: Option<Bound<'_, PyTuple>>,
     skip_until: Option<Bound<'_, PyString>>,
-) -> PyResult<Compiled> {
+) -> PyResult<PyStopSet> {
     enum Owned<'a> {
         Literal(Cow<'a, [u8]>),
         Regex(String, Option<usize>),
@@ -141,7 +141,7 @@ fn compose(
     let core = py
         .detach(|| CompiledStops::composed(&specs, until.as_deref(), &pair_refs))
         .map_err(|e| map_error(py, &e))?;
-    Ok(Compiled {
+    Ok(PyStopSet {
         tuple: PyTuple::new(py, items)?.unbind(),
         core,
         include_stop,
@@ -155,7 +155,7 @@ fn is_item(item: &Bound<'_, PyAny>) -> bool {
     item.is_exact_instance_of::<Stop>() || item.is_exact_instance_of::<Regex>()
 }
 
-impl Compiled {
+impl PyStopSet {
     /// The skip options, for comparison and `repr`.
     fn skip_repr(&self, py: Python<'_>) -> PyResult<String> {
         let mut out = String::new();
@@ -179,8 +179,8 @@ impl Compiled {
 
     /// The literal automaton (empty for a composed list), for the token streams, which take
     /// one beside their matcher.
-    pub(super) fn set(&self) -> &StopSet {
-        self.core.literal_set().map_or(StopSet::none(), |s| s)
+    pub(super) fn set(&self) -> &LiteralStops {
+        self.core.literal_stops().map_or(LiteralStops::none(), |s| s)
     }
 }
 
@@ -214,9 +214,9 @@ pub(super) fn resolve<'py>(
     stops: Option<&Bound<'py, PyAny>>,
     include_stop: IncludeStop,
     skip: SkipArgs<'_, 'py>,
-) -> PyResult<(Stops, bool)> {
+) -> PyResult<(StopSetRef, bool)> {
     let IncludeStop(include_stop) = include_stop;
-    if let Some(given) = stops.and_then(|o| o.cast_exact::<Compiled>().ok()) {
+    if let Some(given) = stops.and_then(|o| o.cast_exact::<PyStopSet>().ok()) {
         let own = given.get().include_stop;
         if let Some(v) = include_stop.filter(|&v| v != own) {
             return Err(PyValueError::new_err(format!(
@@ -244,14 +244,14 @@ pub(super) fn resolve<'py>(
                 ));
             }
         }
-        return Ok((Stops(given.clone().unbind()), own));
+        return Ok((StopSetRef(given.clone().unbind()), own));
     }
     let include = include_stop.unwrap_or(false);
     if skip.given() {
         let (skip_t, until) = parse_skip(py, skip)?;
         let items = collect_items(stops)?;
         let compiled = compose(py, &items, include, skip_t, until)?;
-        return Ok((Stops(Py::new(py, compiled)?), include));
+        return Ok((StopSetRef(Py::new(py, compiled)?), include));
     }
     Ok((parse_stops(py, stops, include)?, include))
 }
@@ -282,7 +282,7 @@ type Reduced<'py> = (
 );
 
 #[pymethods]
-impl Compiled {
+impl PyStopSet {
     #[new]
     #[pyo3(signature = (stops, include_stop = IncludeStop::default(), skip = None, skip_until = None))]
     #[pyo3(text_signature = "(stops, include_stop=False, skip=None, skip_until=None)")]
@@ -296,7 +296,7 @@ impl Compiled {
         let (stops, include_stop) =
             resolve(py, stops, include_stop, SkipArgs { skip, skip_until })?;
         let (skip, skip_until) = stops.skip_key(py);
-        Ok(Compiled {
+        Ok(PyStopSet {
             tuple: stops.tuple.clone_ref(py),
             core: stops.core.clone(),
             include_stop,
@@ -326,7 +326,7 @@ impl Compiled {
     }
 
     fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        let Ok(other) = other.cast_exact::<Compiled>() else {
+        let Ok(other) = other.cast_exact::<PyStopSet>() else {
             return Ok(py.NotImplemented());
         };
         let other = other.get();
@@ -348,29 +348,29 @@ impl Compiled {
     }
 }
 
-/// A filter's handle on its compiled stop list.
-pub(super) struct Stops(Py<Compiled>);
+/// A filter's handle on its compiled stop list: a counted reference to a [`PyStopSet`].
+pub(super) struct StopSetRef(Py<PyStopSet>);
 
-impl std::ops::Deref for Stops {
-    type Target = Compiled;
+impl std::ops::Deref for StopSetRef {
+    type Target = PyStopSet;
 
-    fn deref(&self) -> &Compiled {
+    fn deref(&self) -> &PyStopSet {
         self.0.get()
     }
 }
 
 /// The stop lists used most recently, newest first ([`Recent`]: see there why).
-static RECENT: TryLock<Recent<Py<Compiled>, 8>> = TryLock::new(Recent::new());
+static RECENT: TryLock<Recent<Py<PyStopSet>, 8>> = TryLock::new(Recent::new());
 
 /// Looks `stops` up among the recent lists without building anything: `None`, a `str`, or a
 /// list or tuple of `str` whose UTF-8 bytes equal a recent list's, stop by stop.
-pub(super) fn recent_hit(py: Python<'_>, stops: Option<&Bound<'_, PyAny>>) -> Option<Stops> {
+pub(super) fn recent_hit(py: Python<'_>, stops: Option<&Bound<'_, PyAny>>) -> Option<StopSetRef> {
     // Only exact `str`: the tuple handed out holds the first list's objects.
     let same = |item: Bound<'_, PyAny>, pat: &[u8]| {
         let s = item.cast_exact::<PyString>();
         s.is_ok_and(|s| s.to_str().is_ok_and(|v| v.as_bytes() == pat))
     };
-    let matches = |c: &Py<Compiled>| {
+    let matches = |c: &Py<PyStopSet>| {
         let pats = c.get().set().stops();
         match stops.filter(|o| !o.is_none()) {
             None => pats.is_empty(),
@@ -389,7 +389,7 @@ pub(super) fn recent_hit(py: Python<'_>, stops: Option<&Bound<'_, PyAny>>) -> Op
     // The very tuple a list was compiled from is immutable: no need to compare its items.
     if let Some(obj) = stops {
         if let Some(hit) = recent.hit(|c| c.get().tuple.bind(py).is(obj)) {
-            return Some(Stops(hit.clone_ref(py)));
+            return Some(StopSetRef(hit.clone_ref(py)));
         }
     }
     let hit = recent.hit(matches)?;
@@ -398,15 +398,15 @@ pub(super) fn recent_hit(py: Python<'_>, stops: Option<&Bound<'_, PyAny>>) -> Op
     if let Some(t) = stops.and_then(|o| o.cast_exact::<PyTuple>().ok()) {
         let core = hit.get().core.clone();
         let tuple = t.clone().unbind();
-        let c = Compiled { tuple, core, include_stop: false, skip: None, skip_until: None };
+        let c = PyStopSet { tuple, core, include_stop: false, skip: None, skip_until: None };
         if let Ok(c) = Py::new(py, c) {
             *hit = c;
         }
     }
-    Some(Stops(hit.clone_ref(py)))
+    Some(StopSetRef(hit.clone_ref(py)))
 }
 
-pub(super) fn remember(py: Python<'_>, compiled: &Py<Compiled>) {
+pub(super) fn remember(py: Python<'_>, compiled: &Py<PyStopSet>) {
     if let Some(mut recent) = try_lock(py, &RECENT) {
         recent.remember(compiled.clone_ref(py));
     }
@@ -420,7 +420,7 @@ pub(super) fn parse_stops(
     py: Python<'_>,
     stops: Option<&Bound<'_, PyAny>>,
     include_stop: bool,
-) -> PyResult<Stops> {
+) -> PyResult<StopSetRef> {
     if let Some(hit) = recent_hit(py, stops) {
         return Ok(hit);
     }
@@ -429,7 +429,7 @@ pub(super) fn parse_stops(
     };
     let items = collect_items(Some(obj))?;
     if items.iter().any(is_item) {
-        return Ok(Stops(Py::new(py, compose(py, &items, include_stop, None, None)?)?));
+        return Ok(StopSetRef(Py::new(py, compose(py, &items, include_stop, None, None)?)?));
     }
     let mut encoded: Vec<Cow<'_, [u8]>> = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
@@ -450,7 +450,7 @@ pub(super) fn compile<B: AsRef<[u8]>>(
     items: &[Bound<'_, PyAny>],
     encoded: &[B],
     reuse: Option<&Bound<'_, PyTuple>>,
-) -> PyResult<Stops> {
+) -> PyResult<StopSetRef> {
     let core = CompiledStops::literal(encoded).map_err(|e| map_error(py, &e))?;
     // Exact `str` objects (a subclass's value, not its `__str__`): `stops` hands out an
     // immutable tuple of the values given, shared by every filter built from this list.
@@ -469,17 +469,17 @@ pub(super) fn compile<B: AsRef<[u8]>>(
         Some(t) => t.clone().unbind(),
         None => PyTuple::new(py, exact)?.unbind(),
     };
-    let compiled = Compiled { tuple, core, include_stop: false, skip: None, skip_until: None };
+    let compiled = PyStopSet { tuple, core, include_stop: false, skip: None, skip_until: None };
     let compiled = Py::new(py, compiled)?;
     remember(py, &compiled);
-    Ok(Stops(compiled))
+    Ok(StopSetRef(compiled))
 }
 
 /// `stop_sequence` of the stop at `index`, if any: the matched text for a composed list, the
 /// item as given otherwise.
 pub(super) fn stop_text(
     py: Python<'_>,
-    stops: &Stops,
+    stops: &StopSetRef,
     index: Option<usize>,
     matched: Option<&[u8]>,
 ) -> PyResult<Option<Py<PyAny>>> {

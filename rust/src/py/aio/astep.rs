@@ -1,5 +1,5 @@
 //! `AsyncPullStep`: the awaitable that `AsyncDriver.__anext__` (one pull) and `aclose()`
-//! return, with a coroutine's protocol. Its states and rules are the core's [`pull`]; here are
+//! return, with a coroutine's protocol. Its states and rules are the core's [`aio`]; here are
 //! the Python operations it asks for ([`PullHost`]) and the awaitable's Python face.
 
 use std::collections::VecDeque;
@@ -18,29 +18,22 @@ use super::super::lock::try_lock;
 use super::awaits::{anext, await_iter, made, send, throw_into, thrown, yielded, Sent};
 use super::close::start_one;
 use super::{is_cancellation, report, start_close, AsyncDriver, DriverState};
-use crate::host::pull::{self, CloseMode, Closer, Input, Misuse};
+use crate::host::aio::{self, CloseMode, Closer, Input, Misuse};
 use crate::lock::{Guard, TryLock};
 
 /// A pull's state, over the bindings' objects.
-pub(super) type Step = pull::Step<Py<AsyncDriver>, Py<PyAny>, PyErr>;
+pub(super) type Step = aio::Step<Py<AsyncDriver>, Py<PyAny>, PyErr>;
 
-/// The host of a pull of `AsyncDriver` (see [`pull::Host`]): `step` is the awaitable, kept as
+/// The host of a pull of `AsyncDriver` (see [`aio::Host`]: its three faces): `step` is the awaitable, kept as
 /// the driver's spare when it delivers.
 struct PullHost<'a, 'py> {
     py: Python<'py>,
     step: &'a Bound<'py, AsyncPullStep>,
 }
 
-impl<'py> pull::Host for PullHost<'_, 'py> {
-    type Driver = Bound<'py, AsyncDriver>;
+impl<'py> aio::Protocol for PullHost<'_, 'py> {
     type Obj = Bound<'py, PyAny>;
-    type Held = Py<PyAny>;
     type Err = PyErr;
-    type Spare = Py<AsyncPullStep>;
-    type State<'a>
-        = Guard<'a, DriverState>
-    where
-        Self: 'a;
 
     #[allow(
         clippy::inline_always,
@@ -119,6 +112,29 @@ impl<'py> pull::Host for PullHost<'_, 'py> {
     }
 
     #[inline]
+    fn anext(&self, iterator: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        anext(iterator).and_then(await_iter)
+    }
+
+    fn is_end(&self, err: &PyErr) -> bool {
+        err.is_instance_of::<PyStopAsyncIteration>(self.py)
+    }
+
+    fn chain(&self, err: &PyErr, context: PyErr) {
+        err.set_context(self.py, Some(context));
+    }
+}
+
+impl<'py> aio::State for PullHost<'_, 'py> {
+    type Driver = Bound<'py, AsyncDriver>;
+    type Held = Py<PyAny>;
+    type Spare = Py<AsyncPullStep>;
+    type Locked<'a>
+        = Guard<'a, DriverState>
+    where
+        Self: 'a;
+
+    #[inline]
     fn claim(&self, driver: &Bound<'py, AsyncDriver>) -> bool {
         !driver.get().running.swap(true, Ordering::AcqRel)
     }
@@ -131,44 +147,6 @@ impl<'py> pull::Host for PullHost<'_, 'py> {
     #[inline]
     fn close_requested(&self, driver: &Bound<'py, AsyncDriver>) -> bool {
         driver.get().close_requested()
-    }
-
-    #[inline]
-    fn anext(&self, iterator: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        anext(iterator).and_then(await_iter)
-    }
-
-    #[allow(
-        clippy::inline_always,
-        reason = "every item of a pull: out of line, a call of about 10 instructions more (callgrind)"
-    )]
-    #[inline(always)]
-    fn push(
-        &self,
-        driver: &Bound<'py, AsyncDriver>,
-        item: &Bound<'py, PyAny>,
-        position: usize,
-    ) -> PyResult<(Option<Py<PyAny>>, bool)> {
-        driver.get().push(self.py, item, position)
-    }
-
-    fn owed(&self, driver: &Bound<'py, AsyncDriver>) -> PyResult<Option<PyErr>> {
-        driver.get().owed(self.py)
-    }
-
-    fn stage_end(
-        &self,
-        driver: &Bound<'py, AsyncDriver>,
-    ) -> PyResult<(Vec<Py<PyAny>>, Option<PyErr>)> {
-        driver.get().stage_end(self.py)
-    }
-
-    fn is_end(&self, err: &PyErr) -> bool {
-        err.is_instance_of::<PyStopAsyncIteration>(self.py)
-    }
-
-    fn chain(&self, err: &PyErr, context: PyErr) {
-        err.set_context(self.py, Some(context));
     }
 
     fn start_close(
@@ -204,6 +182,33 @@ impl<'py> pull::Host for PullHost<'_, 'py> {
     #[inline]
     fn spare(&self) -> Py<AsyncPullStep> {
         self.step.clone().unbind()
+    }
+}
+
+impl<'py> aio::Stage for PullHost<'_, 'py> {
+    #[allow(
+        clippy::inline_always,
+        reason = "every item of a pull: out of line, a call of about 10 instructions more (callgrind)"
+    )]
+    #[inline(always)]
+    fn push(
+        &self,
+        driver: &Bound<'py, AsyncDriver>,
+        item: &Bound<'py, PyAny>,
+        position: usize,
+    ) -> PyResult<(Option<Py<PyAny>>, bool)> {
+        driver.get().push(self.py, item, position)
+    }
+
+    fn owed(&self, driver: &Bound<'py, AsyncDriver>) -> PyResult<Option<PyErr>> {
+        driver.get().owed(self.py)
+    }
+
+    fn stage_end(
+        &self,
+        driver: &Bound<'py, AsyncDriver>,
+    ) -> PyResult<(Vec<Py<PyAny>>, Option<PyErr>)> {
+        driver.get().stage_end(self.py)
     }
 }
 
@@ -258,14 +263,14 @@ impl AsyncPullStep {
         let taken = std::mem::replace(&mut *step, Step::Done);
         let taken = taken.map(|d| d.into_bound(py), |o| o.into_bound(py));
         let host = PullHost { py, step: slf };
-        let pull::Resumed { step: next, sent, ended } = pull::resume(&host, taken, input);
+        let aio::Resumed { step: next, sent, ended } = aio::resume(&host, taken, input);
         *step = next.map(Bound::unbind, Bound::unbind);
         if matches!(sent, Ok(Sent::Return(_))) {
             // A delivering pull's awaitable is free again before its stream is released.
             drop(step);
         }
         if let Some(driver) = ended {
-            pull::Host::release(&host, &driver);
+            aio::State::release(&host, &driver);
         }
         sent
     }
@@ -343,7 +348,7 @@ impl AsyncPullStep {
             let left = std::mem::replace(&mut *step, Step::Done);
             Some(left.map(|d| d.into_bound(py), |o| o.into_bound(py)))
         };
-        pull::closed_by(&PullHost { py, step: slf }, thrown, left)
+        aio::closed_by(&PullHost { py, step: slf }, thrown, left)
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {

@@ -12,7 +12,7 @@ use super::super::errors::type_name;
 use super::super::ffi::{is_coroutine, CO_ITERABLE_COROUTINE};
 
 /// What a driven awaitable did, over the bindings' objects.
-pub(super) type Sent<'py> = crate::host::pull::Sent<Bound<'py, PyAny>>;
+pub(super) type Sent<'py> = crate::host::aio::Sent<Bound<'py, PyAny>>;
 
 /// One `send` into an awaitable's iterator: `PyIter_Send`, which runs a coroutine through its
 /// `am_send` slot (no `StopIteration` is created for its return value) and anything else

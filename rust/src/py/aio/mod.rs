@@ -3,20 +3,20 @@
 //! rules of `await` it follows in `awaits.rs`, an object's async close in `close.rs`, and the
 //! awaitable's slots in `slots.rs`.
 //!
-//! The rules are the core's [`Lifecycle`], which the sync driver (`drive.rs`) follows too: a pull
-//! (`pull.rs`) carries out its actions, awaiting where the sync driver calls. A Python `async def
-//! __anext__` would cost a coroutine object and a frame per item on top of the upstream's own
-//! (`awrap` ran at 2.2–2.9× an async generator passing the chunks through); here `__anext__` is a
-//! plain native method returning a small native awaitable that drives the upstream's awaitable
-//! itself (`PyIter_Send`, which for a coroutine hands back the return value without creating a
-//! `StopIteration`), feeds the stage, and returns the output; when the stage holds the item back it
-//! pulls the next one within the same awaitable. The piece goes back through the `am_send` slot
-//! (set by `slots::install`: PyO3 cannot declare it), as a coroutine's return value does, with no
-//! `StopIteration` where `await` calls the slot (measured on CPython 3.11; on 3.12+ `SEND` may call
-//! `__next__` or `send` of an object that is not a generator instead). Returned as a
-//! `StopIteration` from `__next__` it would cost more than the rest of the step (PyO3 on CPython
-//! 3.11 normalizes every exception it raises): the per-chunk `awrap` row is 1.9× to 2.0× the floor
-//! (1 to 4 stops) through the slot, where a `StopIteration` per item made it 3.0×.
+//! The rules are the core's [`Lifecycle`], which the sync driver (`lifecycle/sync.rs`) follows too:
+//! a pull (`lifecycle/aio/`) carries out its actions, awaiting where the sync driver calls. A
+//! Python `async def __anext__` would cost a coroutine object and a frame per item on top of the
+//! upstream's own (`awrap` ran at 2.2–2.9× an async generator passing the chunks through); here
+//! `__anext__` is a plain native method returning a small native awaitable that drives the
+//! upstream's awaitable itself (`PyIter_Send`, which for a coroutine hands back the return value
+//! without creating a `StopIteration`), feeds the stage, and returns the output; when the stage
+//! holds the item back it pulls the next one within the same awaitable. The piece goes back through
+//! the `am_send` slot (set by `slots::install`: PyO3 cannot declare it), as a coroutine's return
+//! value does, with no `StopIteration` where `await` calls the slot (measured on CPython 3.11; on
+//! 3.12+ `SEND` may call `__next__` or `send` of an object that is not a generator instead).
+//! Returned as a `StopIteration` from `__next__` it would cost more than the rest of the step (PyO3
+//! on CPython 3.11 normalizes every exception it raises): the per-chunk `awrap` row is 1.9× to 2.0×
+//! the floor (1 to 4 stops) through the slot, where a `StopIteration` per item made it 3.0×.
 //!
 //! Closing the upstream awaits each object's `aclose()` (else `close()`, awaited when it
 //! returns an awaitable) in the same awaitable type, in its closing mode. The close after a
@@ -46,7 +46,7 @@ use pyo3::PyTraverseError;
 use self::awaits::await_iter;
 use super::lock::{lock, try_lock};
 use super::stages::{Out, Stage};
-use crate::host::pull::{CloseMode, Upstream};
+use crate::host::aio::{CloseMode, Upstream};
 use crate::lock::{Guard, TryLock};
 
 /// The state of an async stream's pulls.

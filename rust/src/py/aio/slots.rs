@@ -16,7 +16,7 @@ use pyo3::prelude::*;
 use super::super::ffi::{set_finalizer, Finalize};
 use super::astep::AsyncPullStep;
 use super::awaits::Sent;
-use crate::host::pull::Input;
+use crate::host::aio::Input;
 
 impl Finalize for AsyncPullStep {
     const SLOT: usize = 0;

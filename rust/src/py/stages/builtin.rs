@@ -14,7 +14,7 @@ use super::super::convert::{bytes_out, chunk_bytes, chunk_utf8, joined_str, make
 use super::super::errors::{map_error, parse_errors, type_name};
 use super::super::lock::try_lock;
 use super::super::report::{reports, Reports};
-use super::super::stopset::{resolve, IncludeStop, SkipArgs, Stops};
+use super::super::stopset::{resolve, IncludeStop, SkipArgs, StopSetRef};
 use crate::host::Published;
 use crate::lifecycle::defer_into;
 use crate::lock::TryLock;
@@ -25,7 +25,7 @@ pub(crate) type Slot = Option<Filter>;
 
 /// The built-in filter's options, and what its stream's attributes report.
 pub(crate) struct BuiltIn {
-    pub(crate) stops: Stops,
+    pub(crate) stops: StopSetRef,
     pub(crate) include_stop: bool,
     replace: bool,
     /// Published after every change, so reading an attribute never waits for (or re-enters)
@@ -281,7 +281,7 @@ reports! {
 }
 
 impl Reports for FilterStage {
-    fn stop_list<'a>(slf: &'a Bound<'_, Self>) -> &'a Stops {
+    fn stop_list<'a>(slf: &'a Bound<'_, Self>) -> &'a StopSetRef {
         &slf.get().built.stops
     }
 

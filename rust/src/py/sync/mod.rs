@@ -23,8 +23,8 @@ use super::ffi::pull;
 use super::lock::try_lock;
 use super::report::{reports, Reports};
 use super::stages::{BuiltIn, Out, Slot, Stage};
-use super::stopset::{IncludeStop, Stops};
-use crate::host::drive::{self, Driver};
+use super::stopset::{IncludeStop, StopSetRef};
+use crate::host::sync::{Driver, Host};
 use crate::host::Lifecycle;
 use crate::lock::TryLock;
 use crate::{Detail, Filter, Status, StopReport};
@@ -81,14 +81,14 @@ impl Feeding {
     }
 }
 
-/// The Python side of the core driver's calls ([`drive::Host`]).
+/// The Python side of the core driver's calls ([`Host`]).
 pub(super) struct Calls<'a, 'py> {
     py: Python<'py>,
     driver: &'a SyncDriver,
     feeding: &'a mut Feeding,
 }
 
-impl drive::Host for Calls<'_, '_> {
+impl Host for Calls<'_, '_> {
     type Obj = Py<PyAny>;
     type Err = PyErr;
 
@@ -437,7 +437,7 @@ reports! {
 }
 
 impl Reports for StopStream {
-    fn stop_list<'a>(slf: &'a Bound<'_, Self>) -> &'a Stops {
+    fn stop_list<'a>(slf: &'a Bound<'_, Self>) -> &'a StopSetRef {
         &base(slf).built.stops
     }
 

@@ -10,7 +10,7 @@ use super::super::convert::make_str;
 use super::super::errors::{map_error, parse_errors};
 use super::super::lock::lock;
 use super::super::report::{reports, Reports};
-use super::super::stopset::{resolve, IncludeStop, SkipArgs, Stops};
+use super::super::stopset::{resolve, IncludeStop, SkipArgs, StopSetRef};
 use super::vocab::{new_piece, piece, TokenPiece, Vocab};
 use super::{one_id, short_ids, token_error, Ids, STACK_IDS};
 use crate::host::AnyTokenStream;
@@ -37,7 +37,7 @@ pub(super) fn with_out<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
 #[pyclass(frozen, module = "stopstream._core")]
 pub(crate) struct TokenStopFilter {
     pub(super) vocab: Py<Vocab>,
-    pub(super) stops: Stops,
+    pub(super) stops: StopSetRef,
     pub(super) stop_ids: Py<PyTuple>,
     pub(super) state: TryLock<AnyTokenStream>,
 }
@@ -174,7 +174,7 @@ reports! {
 }
 
 impl Reports for TokenStopFilter {
-    fn stop_list<'a>(slf: &'a Bound<'_, Self>) -> &'a Stops {
+    fn stop_list<'a>(slf: &'a Bound<'_, Self>) -> &'a StopSetRef {
         &slf.get().stops
     }
 

@@ -7,13 +7,13 @@
 use std::ops::{DerefMut, Range};
 use std::sync::Arc;
 
+use super::{Fed, TokenStream, Vocab};
 use crate::compiled::CompiledStops;
 use crate::error::Error;
 use crate::filter::{Detail, StopReport};
+use crate::literal_state::Status;
+use crate::literal_stops::LiteralStops;
 use crate::matcher::{MatchStream, Matcher};
-use crate::stopset::StopSet;
-use crate::stream::Status;
-use crate::tokens::{Fed, TokenStream, Vocab};
 
 /// A token stream over either kind of stop list: the literal [`TokenStream`], or the composed
 /// matcher of contract §6 (`Stop` and `Regex` items, skip regions) over the same token
@@ -94,7 +94,7 @@ impl AnyTokenStream {
     pub fn feed_id(
         &mut self,
         vocab: &Vocab,
-        set: &StopSet,
+        set: &LiteralStops,
         id: i64,
         out: &mut Vec<u8>,
     ) -> Result<Fed, Error> {
@@ -108,7 +108,7 @@ impl AnyTokenStream {
     pub fn feed(
         &mut self,
         vocab: &Vocab,
-        set: &StopSet,
+        set: &LiteralStops,
         ids: &[i64],
         out: &mut Vec<u8>,
     ) -> Result<usize, Error> {
@@ -119,7 +119,7 @@ impl AnyTokenStream {
     }
 
     /// [`TokenStream::finish`].
-    pub fn finish(&mut self, set: &StopSet, out: &mut Vec<u8>) -> Result<usize, Error> {
+    pub fn finish(&mut self, set: &LiteralStops, out: &mut Vec<u8>) -> Result<usize, Error> {
         match &mut self.composed {
             None => self.literal.finish(set, out),
             Some(c) => c.stream.finish(&c.matcher, out),
@@ -127,7 +127,7 @@ impl AnyTokenStream {
     }
 
     /// [`TokenStream::reset`].
-    pub fn reset(&mut self, set: &StopSet) {
+    pub fn reset(&mut self, set: &LiteralStops) {
         match &mut self.composed {
             None => self.literal.reset(set),
             Some(c) => c.stream.reset(&c.matcher),
@@ -214,7 +214,7 @@ impl AnyTokenStream {
     }
 
     /// The held text.
-    pub fn held<'a>(&'a self, set: &'a StopSet) -> &'a [u8] {
+    pub fn held<'a>(&'a self, set: &'a LiteralStops) -> &'a [u8] {
         match &self.composed {
             None => self.literal.held(set),
             Some(c) => c.stream.held(&c.matcher),
@@ -230,7 +230,7 @@ impl AnyTokenStream {
     /// What the stream tells of its stop (see [`crate::Filter::stop_report`]): stopped by a
     /// stop token too, and its reason first; `set` is the literal list it runs over.
     #[must_use]
-    pub fn stop_report(&self, set: &StopSet, detail: Detail) -> StopReport {
+    pub fn stop_report(&self, set: &LiteralStops, detail: Detail) -> StopReport {
         let mut report = StopReport::of(self.status());
         match detail {
             Detail::Status => {}
@@ -251,7 +251,7 @@ pub struct BatchEntry<'a> {
     /// Its vocabulary.
     pub vocab: &'a Vocab,
     /// Its literal stop list (unused by a composed stream).
-    pub set: &'a StopSet,
+    pub set: &'a LiteralStops,
     /// Index of its stream in the batch's states (a stream given twice shares one).
     pub slot: usize,
     /// Its ids in the batch's flat id list.

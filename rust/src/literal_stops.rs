@@ -1,17 +1,18 @@
-//! The compiled literal stop list ([`StopSet`]).
+//! The compiled literal stop list ([`LiteralStops`]).
 
 use std::sync::OnceLock;
 
 use crate::automaton::{self, Automaton, Step};
 use crate::error::Error;
 
-/// A compiled stop list. Immutable: one instance serves any number of streams on any number of
+/// A compiled list of plain-string stops (the literal automaton; [`CompiledStops`](crate::CompiledStops) holds
+/// either kind). Immutable: one instance serves any number of streams on any number of
 /// threads.
 ///
 /// ```
-/// use stopstream::{Status, StopSet, TextStream};
+/// use stopstream::{Status, LiteralStops, TextStream};
 ///
-/// let set = StopSet::new(["</answer>", "\n\nUser:"]).unwrap();
+/// let set = LiteralStops::new(["</answer>", "\n\nUser:"]).unwrap();
 /// // The stream is a state id and a status: held text is read out of the stop list.
 /// let mut stream = TextStream::new(false);
 /// let mut out = Vec::new();
@@ -25,31 +26,31 @@ use crate::error::Error;
 /// assert_eq!(stream.status(), Status::Stopped(0));
 /// ```
 #[derive(Debug)]
-pub struct StopSet {
+pub struct LiteralStops {
     automaton: Automaton,
 }
 
-impl StopSet {
+impl LiteralStops {
     /// Compiles a stop list given as UTF-8 bytes (lone surrogates may be encoded as three bytes
     /// the way CPython's `surrogatepass` does). An empty stop is an error naming its position;
     /// duplicates are allowed (the first listed wins).
-    pub fn new<I, B>(stops: I) -> Result<StopSet, Error>
+    pub fn new<I, B>(stops: I) -> Result<LiteralStops, Error>
     where
         I: IntoIterator<Item = B>,
         B: AsRef<[u8]>,
     {
-        Ok(StopSet { automaton: Automaton::new(Self::patterns(stops)?) })
+        Ok(LiteralStops { automaton: Automaton::new(Self::patterns(stops)?) })
     }
 
-    /// Like [`StopSet::new`] with at most `entries` dense transitions (at least the root's
+    /// Like [`LiteralStops::new`] with at most `entries` dense transitions (at least the root's
     /// row), so that tests and fuzzers exercise the sparse layout that large stop lists use.
     #[doc(hidden)]
-    pub fn with_dense_budget<I, B>(stops: I, entries: usize) -> Result<StopSet, Error>
+    pub fn with_dense_budget<I, B>(stops: I, entries: usize) -> Result<LiteralStops, Error>
     where
         I: IntoIterator<Item = B>,
         B: AsRef<[u8]>,
     {
-        Ok(StopSet { automaton: Automaton::with_budget(Self::patterns(stops)?, entries) })
+        Ok(LiteralStops { automaton: Automaton::with_budget(Self::patterns(stops)?, entries) })
     }
 
     fn patterns<I, B>(stops: I) -> Result<Vec<Box<[u8]>>, Error>
@@ -74,9 +75,9 @@ impl StopSet {
     }
 
     /// The empty stop list, shared.
-    pub(crate) fn none() -> &'static StopSet {
-        static NONE: OnceLock<StopSet> = OnceLock::new();
-        NONE.get_or_init(|| StopSet { automaton: Automaton::new(Vec::new()) })
+    pub(crate) fn none() -> &'static LiteralStops {
+        static NONE: OnceLock<LiteralStops> = OnceLock::new();
+        NONE.get_or_init(|| LiteralStops { automaton: Automaton::new(Vec::new()) })
     }
 
     pub(crate) fn automaton(&self) -> &Automaton {
@@ -143,14 +144,14 @@ mod tests {
 
     #[test]
     fn empty_stop_names_its_position() {
-        let err = StopSet::new(["a", "", "b"]).unwrap_err();
+        let err = LiteralStops::new(["a", "", "b"]).unwrap_err();
         assert_eq!(err.empty_stop_index(), Some(1));
         assert_eq!(err.to_string(), "stop sequence at position 1 is empty");
     }
 
     #[test]
     fn cache_returns_the_same_set() {
-        let set = |c: crate::CompiledStops| c.literal_set().cloned().unwrap();
+        let set = |c: crate::CompiledStops| c.literal_stops().cloned().unwrap();
         let a = set(crate::CompiledStops::literal(&["x", "yz"]).unwrap());
         let b = set(crate::CompiledStops::literal(&[b"x".to_vec(), b"yz".to_vec()]).unwrap());
         assert!(Arc::ptr_eq(&a, &b));
@@ -161,7 +162,7 @@ mod tests {
     #[test]
     fn many_stops_use_the_sparse_form_and_still_match() {
         let stops: Vec<String> = (0..100_000).map(|i| format!("stop-{i:06}-end")).collect();
-        let set = StopSet::new(&stops).unwrap();
+        let set = LiteralStops::new(&stops).unwrap();
         let text = "lorem stop-012345-en ipsum stop-099999-end".as_bytes();
         assert_eq!(set.truncate(text, false), (27, Some(99_999)));
     }

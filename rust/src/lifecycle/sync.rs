@@ -1,5 +1,5 @@
 //! One `__next__` of the sync lifecycle driver: the [`Lifecycle`]'s actions carried out by
-//! calling, where the async driver ([`super::pull`]) awaits.
+//! calling, where the async driver ([`super::aio`]) awaits.
 //!
 //! A [`Driver`] holds what the stream's pulls share (the upstream iterator, the next item's
 //! position, the lifecycle's state); what it cannot do itself (pull from the iterator, feed
