@@ -164,7 +164,7 @@ class ChatMachine(IndexedMachine):
                 self._drained = chunk
             return []
         choices = chunk.get("choices")
-        if not isinstance(choices, list) or chunk.get("object") == "chat.completion":
+        if not isinstance(choices, list):
             if "error" in chunk and "type" not in chunk and choices is None:
                 return [(chunk, chunk)]  # an error object in the stream: no text, passed on
             raise not_readable(_CHAT_TAKES, chunk)
@@ -174,7 +174,12 @@ class ChatMachine(IndexedMachine):
     def _scan(self, choice: JSON, index: int, stream: TextStream, chunk: JSON) -> JSON | None:
         f = stream.filter
         delta = choice.get("delta")
-        content = delta.get("content") if isinstance(delta, dict) else None
+        if isinstance(delta, dict):
+            content = delta.get("content")
+        else:
+            content = None
+            if "message" in choice:  # a whole response's choice (checked here, off the hot path)
+                raise not_readable(_CHAT_TAKES, chunk)
         finish = choice.get("finish_reason")
         # The choice's text ends with its ``finish_reason``: a stop decided there is reported
         # below like any other (``finish_reason: "stop"``, ``stop_reason``).
