@@ -132,7 +132,9 @@ class Phase(str, Enum):
 
 
 # The members as module names: the machines compare phases on every item, and an attribute
-# lookup on an enum class costs several times a global's.
+# lookup on an enum class costs several times a global's. They compare with ``is`` (a phase is
+# always one of these four objects): ``==`` on a ``str`` enum misses the interpreter's string
+# fast path, and ``in (A, B)`` builds a tuple per item.
 OPEN_PHASE, DRAINING_PHASE, CLOSING_PHASE, ENDED_PHASE = tuple(Phase)
 
 
@@ -158,20 +160,20 @@ class Phases:
     @property
     def open(self) -> bool:
         """No stop or ending yet: the fast paths may handle an item."""
-        return self._phase == OPEN_PHASE
+        return self._phase is OPEN_PHASE
 
     @property
     def closing(self) -> bool:
-        return self._phase == CLOSING_PHASE
+        return self._phase is CLOSING_PHASE
 
     @property
     def draining(self) -> bool:
-        return self._phase == DRAINING_PHASE
+        return self._phase is DRAINING_PHASE
 
     @property
     def finished(self) -> bool:
         """The last item owed to the client was emitted: anything later is dropped."""
-        return self._phase == ENDED_PHASE
+        return self._phase is ENDED_PHASE
 
     @property
     def sequence(self) -> int | None:

@@ -167,14 +167,14 @@ class ResponsesMachine(Phases):
 
     def feed(self, event: JSON) -> list[Emit]:
         phase = self._phase
-        if phase in (ENDED_PHASE, CLOSING_PHASE):
+        if phase is ENDED_PHASE or phase is CLOSING_PHASE:
             return []
         kind = event.get("type")
         if not isinstance(kind, str) or not (kind.startswith("response.") or kind == "error"):
             raise not_readable(_TAKES, event)
         if isinstance(event.get("sequence_number"), int):
             self._numbered = True
-        if phase == DRAINING_PHASE:
+        if phase is DRAINING_PHASE:
             if kind in TERMINAL:
                 response = event.get("response")
                 if isinstance(response, dict):
@@ -383,7 +383,7 @@ class ResponsesMachine(Phases):
     def end(self) -> list[Emit]:
         phase = self._phase
         self._phase = ENDED_PHASE
-        if phase in (CLOSING_PHASE, DRAINING_PHASE):
+        if phase is CLOSING_PHASE or phase is DRAINING_PHASE:
             return [self._number(self._completed(), None)]
         # The upstream ended without a terminal event: invent no ending, keep what is held.
         return []

@@ -167,12 +167,12 @@ class MessagesMachine(Phases):
 
     def feed(self, event: JSON) -> list[Emit]:
         phase = self._phase
-        if phase in (ENDED_PHASE, CLOSING_PHASE):
+        if phase is ENDED_PHASE or phase is CLOSING_PHASE:
             return []
         kind = event.get("type")
         if not isinstance(kind, str) or kind == "message" or kind.startswith("response."):
             raise not_readable(_TAKES, event)
-        if phase == DRAINING_PHASE:
+        if phase is DRAINING_PHASE:
             if kind == "ping":
                 return [(event, event)]
             if kind == "message_delta":
@@ -339,7 +339,7 @@ class MessagesMachine(Phases):
     def end(self) -> list[Emit]:
         phase = self._phase
         self._phase = ENDED_PHASE
-        if phase in (CLOSING_PHASE, DRAINING_PHASE):
+        if phase is CLOSING_PHASE or phase is DRAINING_PHASE:
             # ``_final``: the upstream's own ``message_delta``, when the stop was decided
             # there (its usage is final).
             return [(self._final_delta(self._final), None), (dict(_MESSAGE_STOP), None)]
@@ -401,7 +401,7 @@ class _MessagesDriver(ModelDriver):
     def _refresh(self) -> None:
         table = self.open_text
         table.clear()
-        if self._messages._phase == OPEN_PHASE:
+        if self._messages._phase is OPEN_PHASE:
             table.update(t[:2] for t in self._messages.text_filters())
 
 

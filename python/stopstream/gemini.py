@@ -142,9 +142,9 @@ class GeminiMachine(IndexedMachine):
 
     def feed(self, chunk: JSON) -> list[Emit]:
         phase = self._phase
-        if phase in (ENDED_PHASE, CLOSING_PHASE):
+        if phase is ENDED_PHASE or phase is CLOSING_PHASE:
             return []
-        if phase == DRAINING_PHASE:
+        if phase is DRAINING_PHASE:
             self._drained = chunk
             return []
         candidates = chunk.get("candidates")
@@ -179,7 +179,7 @@ class GeminiMachine(IndexedMachine):
     def end(self) -> list[Emit]:
         phase = self._phase
         self._phase = ENDED_PHASE
-        if phase == DRAINING_PHASE and self._drained is not None:
+        if phase is DRAINING_PHASE and self._drained is not None:
             drained = self._drained
             usage: JSON = {}
             for camel, snake in _CHUNK_FIELDS:

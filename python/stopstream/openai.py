@@ -154,12 +154,12 @@ class ChatMachine(IndexedMachine):
 
     def feed(self, chunk: JSON) -> list[Emit]:
         phase = self._phase
-        if phase in (ENDED_PHASE, CLOSING_PHASE):
+        if phase is ENDED_PHASE or phase is CLOSING_PHASE:
             return []
         usage = chunk.get("usage")
         if usage is not None:
             self._usage = usage
-        if phase == DRAINING_PHASE:
+        if phase is DRAINING_PHASE:
             if usage is not None:
                 self._drained = chunk
             return []
@@ -216,15 +216,15 @@ class ChatMachine(IndexedMachine):
 
     def end(self) -> list[Emit]:
         phase = self._phase
-        if phase == ENDED_PHASE:
+        if phase is ENDED_PHASE:
             return []
         self._phase = ENDED_PHASE
-        if phase == OPEN_PHASE:
+        if phase is OPEN_PHASE:
             # The upstream ended by itself: its chunks released everything a finished choice
             # held. A choice without its ``finish_reason`` was dropped, not finished: invent
             # no ending, and keep its held text (``pending``).
             return []
-        if phase == DRAINING_PHASE and self._drained is not None:
+        if phase is DRAINING_PHASE and self._drained is not None:
             drained = self._drained
             if drained.get("choices"):
                 drained = {**drained, "choices": []}
