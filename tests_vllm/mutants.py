@@ -132,6 +132,13 @@ MUTANTS: list[tuple[Any, ...]] = [
         ["test_hostile.py"],
     ),
     (
+        "bounds: sixteen times the regex stops allowed (what the worst request costs the server)",
+        OPTIONS,
+        "    regexes: int = 4\n",
+        "    regexes: int = 64\n",
+        ["test_hostile.py::test_the_worst_requests_cost_the_server_milliseconds"],
+    ),
+    (
         "bounds: deep JSON a 500",
         OPTIONS,
         "        except RecursionError:\n",

@@ -1,15 +1,16 @@
 """Options any client can send, against the running server (contract §10.2): every request over a
-bound is a 400 naming it, at once; the worst request within the bounds does not hold up the
-other streams on the server; and what requests leave behind stays bounded.
+bound is a 400 naming it, refused before anything is compiled; the worst request within the
+bounds costs the server milliseconds, so it cannot hold up the other streams; and what requests
+leave behind stays bounded.
 
-The figures are printed (``pytest -s``) for the record; the assertions carry margins for a
-shared two-core machine, whose own noise is larger than anything the options cost.
+The figures are printed (``pytest -s``) for the record. What is asserted is CPU time and memory,
+not wall time: on a shared two-core machine the wall time of anything served grows with the
+machine's other load, far beyond what the options cost.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -86,9 +87,9 @@ def test_a_request_over_a_bound_is_a_400_naming_it_at_once(
         else:
             assert BOUND_ENV[bound] in text and str(getattr(B, bound)) in text, text[:500]
         times.append(seconds)
+    # What the refusal costs the server is measured in CPU time below; the wall time is for the
+    # record (it grows with the machine's other load).
     print(f"\n400 for {bound}: best {min(times) * 1000:.1f} ms of {len(times)}")
-    # Best of three: one request can meet the machine's own hiccup.
-    assert min(times) < 0.1, times
 
 
 def test_the_worst_allowed_request_is_served(served: Server) -> None:
@@ -98,142 +99,69 @@ def test_the_worst_allowed_request_is_served(served: Server) -> None:
         print(f"\nworst allowed request: {seconds * 1000:.1f} ms end to end")
 
 
-def p99(values: list[float]) -> float:
-    """The 99th percentile: what all but the rarest 1% stay within."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+def cpu_seconds(pids: list[int]) -> float:
+    """The CPU seconds these processes have spent, all their threads."""
+    import psutil
+
+    return sum(sum(psutil.Process(pid).cpu_times()[:2]) for pid in pids)
 
 
-class Pace:
-    """A victim stream's gaps between chunks, and the waits for ``/health`` polled every 50 ms,
-    over one phase."""
+def engine_pids(served: Server) -> list[int]:
+    """The engine-core processes (titled ``VLLM::EngineCore``)."""
+    import psutil
 
-    def __init__(self, server: str, seconds: float) -> None:
-        self.server, self.seconds = server, seconds
-        self.gaps: list[float] = []
-        self.waits: list[float] = []
-
-    def victim(self, stop: threading.Event) -> None:
-        body = {
-            "model": "tiny",
-            "prompt": "victim",
-            "max_tokens": 3000,
-            "ignore_eos": True,
-            "stream": True,
-            "stop": ["never-in-this-text"],
-        }
-        data = json.dumps(body).encode()
-        req = urllib.request.Request(
-            self.server + "/v1/completions",
-            data=data,
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(req, timeout=60) as r:
-            last = None
-            for line in r:
-                if not line.startswith(b"data:"):
-                    continue
-                now = time.perf_counter()
-                if last is not None:
-                    self.gaps.append(now - last)
-                last = now
-                if stop.is_set():
-                    break
-
-    def health(self, stop: threading.Event) -> None:
-        while not stop.is_set():
-            start = time.perf_counter()
-            with urllib.request.urlopen(self.server + "/health", timeout=60):
-                pass
-            self.waits.append(time.perf_counter() - start)
-            time.sleep(0.05)
-
-    def run(self, load: Any = None) -> Pace:
-        stop = threading.Event()
-        threads = [
-            threading.Thread(target=self.victim, args=(stop,)),
-            threading.Thread(target=self.health, args=(stop,)),
-        ]
-        if load is not None:
-            threads.append(threading.Thread(target=load, args=(stop,)))
-        for t in threads:
-            t.start()
-        time.sleep(self.seconds)
-        stop.set()
-        for t in threads:
-            t.join(90)
-        # The first gaps are the stream's start, not its pace.
-        self.gaps = self.gaps[5:]
-        return self
-
-    @property
-    def figures(self) -> tuple[float, float, float, float]:
-        """The victim's 99th-percentile and worst gap, ``/health``'s 99th-percentile and worst
-        wait."""
-        return p99(self.gaps), max(self.gaps), p99(self.waits), max(self.waits)
+    root = psutil.Process(served.pid)
+    return [p.pid for p in root.children(recursive=True) if "enginecore" in p.name().lower()]
 
 
-def test_other_streams_keep_their_pace_while_the_worst_requests_arrive(served: Server) -> None:
-    """The same run twice: a victim stream and ``/health`` polling while another client sends
-    requests back to back, without stop options (quiet) and then the worst allowed ones and
-    over-bound ones (loud). The quiet run has the same requests in the engine, so the
-    difference is what the options cost the server.
+def test_the_worst_requests_cost_the_server_milliseconds(served: Server) -> None:
+    """What a request's options can make other streams wait is the CPU the server spends on
+    them: an API server reads and compiles a request's options on its event loop, one thread,
+    so every millisecond they cost is a millisecond every stream and ``/health`` on that
+    process waits. So this measures the API servers' CPU time (all threads, a superset) over
+    the same requests sent with
+    no options, with the worst allowed options, and with options over a bound. CPU time,
+    unlike the gaps a stream sees, does not grow with the machine's other load: on this
+    two-core machine a quiet stream's 99th-percentile gap ranged from 5 ms to 7 s between
+    runs, from other work alone.
 
-    What is compared is the 99th percentile of the victim's gaps (and of ``/health``'s waits),
-    with the worst ones printed: the worst gap of a run is the server's own pauses, with or
-    without options. vLLM's API servers run full garbage collections over about 670,000
-    objects, measured at 0.4-1.9 s each on this two-core machine under load, and the CPU
-    engine stalls for seconds now and then; a run meets a few of them at most, so they stay
-    above the 99th percentile, where a cost paid by every hostile request (tens a run) would
-    not."""
-    sent = {"allowed": 0, "over": 0, "plain": 0}
-
-    def plain(stop: threading.Event) -> None:
-        while not stop.is_set():
-            status, text, _ = post(served.url, request({}))
-            assert status == 200, text[:300]
-            sent["plain"] += 1
-
-    def hostile(stop: threading.Event) -> None:
-        k = 0
-        while not stop.is_set():
-            k += 1
-            status, text, _ = post(served.url, request(worst_allowed(k)))
-            assert status == 200, text[:300]
-            sent["allowed"] += 1
-            options = OVER_BOUND[k % len(OVER_BOUND)][1]
-            status, _, _ = post(served.url, request(options))
-            assert status == 400
-            sent["over"] += 1
-
-    # The engine's first batches mixing a prefill with a stream's steps take seconds on CPU
-    # (its kernels warm up), whatever the requests carry: not part of either run. Each run is
-    # made up to three times and its best one counts.
-    Pace(served.url, 3).run(plain)
-    rounds = []
-    for _ in range(3):
-        quiet = Pace(served.url, 6).run(plain).figures
-        loud = Pace(served.url, 6).run(hostile).figures
-        rounds.append((quiet, loud))
+    Each kind is sent in rounds of 20, three rounds interleaved, and the best round counts: a
+    full garbage collection in an API server (0.4-1.9 s measured) lands in one round, not in
+    all three. Without the bounds, one request of ten 45-byte patterns held a server for 25 s.
+    """
+    api, engine = served.api_server_pids(), engine_pids(served)
+    assert len(api) == 2 and len(engine) == 1, (api, engine)
+    kinds: dict[str, Any] = {
+        "plain": lambda k: {},
+        "worst allowed": lambda k: worst_allowed(20_000 + k),
+        "over a bound": lambda k: OVER_BOUND[k % len(OVER_BOUND)][1],
+    }
+    expected = {"plain": 200, "worst allowed": 200, "over a bound": 400}
+    rounds, count = 3, 20
+    best: dict[str, tuple[float, float]] = {}
+    for r in range(rounds):
+        for kind, options in kinds.items():
+            api_before, engine_before = cpu_seconds(api), cpu_seconds(engine)
+            for k in range(count):
+                status, text, _ = post(served.url, request(options(r * count + k)))
+                assert status == expected[kind], (kind, status, text[:300])
+            spent = (
+                (cpu_seconds(api) - api_before) / count,
+                (cpu_seconds(engine) - engine_before) / count,
+            )
+            best[kind] = min(best.get(kind, spent), spent)
+    plain = best["plain"][0]
+    for kind, (api_cost, engine_cost) in best.items():
         print(
-            f"\nround {len(rounds)}: victim gaps p99 {quiet[0] * 1000:.0f} ms quiet, "
-            f"{loud[0] * 1000:.0f} ms loud (worst {quiet[1] * 1000:.0f} / {loud[1] * 1000:.0f}); "
-            f"/health p99 {quiet[2] * 1000:.0f} ms quiet, {loud[2] * 1000:.0f} ms loud (worst "
-            f"{quiet[3] * 1000:.0f} / {loud[3] * 1000:.0f})"
+            f"\n{kind}: {api_cost * 1000:.1f} ms of API-server CPU a request "
+            f"({(api_cost - plain) * 1000:+.1f} ms against plain), engine core "
+            f"{engine_cost * 1000:.1f} ms (best of {rounds} rounds of {count})"
         )
-        quiet_gap, quiet_wait = min(r[0][0] for r in rounds), min(r[0][2] for r in rounds)
-        loud_gap, loud_wait = min(r[1][0] for r in rounds), min(r[1][2] for r in rounds)
-        if loud_gap <= quiet_gap + 0.05 and loud_wait <= quiet_wait + 0.05:
-            break
-    print(
-        f"\nbest of {len(rounds)}: victim gaps p99 {quiet_gap * 1000:.0f} ms quiet "
-        f"({sent['plain']} plain requests), {loud_gap * 1000:.0f} ms loud ({sent['allowed']} "
-        f"worst allowed and {sent['over']} over-bound requests); /health p99 "
-        f"{quiet_wait * 1000:.0f} ms quiet, {loud_wait * 1000:.0f} ms loud"
-    )
-    assert sent["allowed"] >= 10
-    assert loud_gap <= quiet_gap + 0.05
-    assert loud_wait <= quiet_wait + 0.05
+    # The worst allowed request reads about 32 KiB of JSON and compiles 1,020 literals and four
+    # regexes at the compiled-size bound: 7.4 ms measured in one process. An over-bound one is
+    # refused before anything is compiled.
+    assert best["worst allowed"][0] - plain < 0.03
+    assert best["over a bound"][0] - plain < 0.005
 
 
 def test_api_server_memory_stays_flat_over_fresh_maximal_lists(served: Server) -> None:
