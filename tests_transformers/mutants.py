@@ -1,6 +1,6 @@
-"""Plants mutants in ``stopstream.transformers`` (the streamer's holdback, the criterion's
-per-row stop, the cut), runs the tests that cover each against it, and restores the file: every
-mutant must make the suite fail.
+"""Plants mutants in ``stopstream.transformers`` (the streamer's holdback, the criterion's per-row
+stop, the cut), runs the tests that cover each against it, and restores the file: every mutant must
+make the suite fail (the runner, shared by every engine's table, is ``.ci/mutate.py``).
 
     PYTHONPATH=<overlay>[:../python] python mutants.py [NAME-PART ...] [-- PYTEST-ARGS]
     (from tests_transformers/; `-- test_generate.py` runs the differential test alone)
@@ -10,16 +10,14 @@ The module mutated is the one ``import stopstream.transformers`` finds (the tree
 """
 
 import pathlib
-import subprocess
 import sys
-from typing import Any
 
 import stopstream.transformers
 
 MODULE = pathlib.Path(stopstream.transformers.__file__)
 HERE = pathlib.Path(__file__).resolve().parent
 
-MUTANTS: list[tuple[Any, ...]] = [
+_EDITS: list[tuple[str, ...]] = [
     (
         "streamer, holdback: held text released with each token",
         "        text = self._filter.feed(ids).text\n",
@@ -87,36 +85,10 @@ MUTANTS: list[tuple[Any, ...]] = [
 ]
 
 
-def main() -> int:
-    survivors = []
-    args = sys.argv[1:]
-    extra = args[args.index("--") + 1 :] if "--" in args else []
-    chosen = args[: args.index("--")] if "--" in args else args  # parts of names; none: all
-    for name, *pairs in MUTANTS:
-        if chosen and not any(c in name for c in chosen):
-            continue
-        original = MODULE.read_text()
-        mutated = original
-        for a, b in zip(pairs[::2], pairs[1::2], strict=True):
-            assert mutated.count(a) == 1, (name, a)
-            mutated = mutated.replace(a, b)
-        MODULE.write_text(mutated)
-        try:
-            r = subprocess.run(
-                [sys.executable, "-m", "pytest", "-x", "-q", *extra],
-                cwd=HERE,
-                capture_output=True,
-                text=True,
-            )
-        finally:
-            MODULE.write_text(original)
-        tail = [s for s in r.stdout.splitlines() if "passed" in s or "failed" in s][-1:]
-        failed = [s for s in r.stdout.splitlines() if s.startswith("FAILED")][:1]
-        print(f"{name}: {'killed' if r.returncode else 'SURVIVED'} {failed} {tail}", flush=True)
-        if r.returncode == 0:
-            survivors.append(name)
-    return 1 if survivors else 0
-
+MUTANTS = [(name, MODULE, *edits) for name, *edits in _EDITS]
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.path.insert(0, str(HERE.parent / ".ci"))
+    from mutate import run
+
+    sys.exit(run(MUTANTS, [], HERE))

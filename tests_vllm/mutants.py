@@ -1,13 +1,13 @@
 """Plants mutants in the installed plugin (holdback, the min_tokens rule, the token cut, the
 streamed token ids, on both paths; the activation check, the bounds on options, the reasoning
 skip), runs the vLLM tests that cover each against it, and restores the file: every mutant must
-make the suite fail.
+make the suite fail (the runner, shared by every engine's table, is ``.ci/mutate.py``).
 
-    ../.venv-vllm/bin/python mutants.py [NAME-PART ...]      (from tests_vllm/)
+    ~/.cache/stopstream/venv-vllm/bin/python mutants.py [NAME-PART ...] [-- PYTEST-ARGS]
+    (from tests_vllm/)
 """
 
 import pathlib
-import subprocess
 import sys
 from typing import Any
 
@@ -162,32 +162,8 @@ MUTANTS: list[tuple[Any, ...]] = [
 ]
 
 
-def main() -> int:
-    survivors = []
-    chosen = sys.argv[1:]  # substrings of the names to run; none: all
-    for name, path, a, b, *tests in MUTANTS:
-        if chosen and not any(c in name for c in chosen):
-            continue
-        args = tests[0] if tests else ENGINE
-        original = path.read_text()
-        assert original.count(a) == 1, name
-        path.write_text(original.replace(a, b))
-        try:
-            r = subprocess.run(
-                [sys.executable, "-m", "pytest", "-x", "-q", *args],
-                cwd=HERE,
-                capture_output=True,
-                text=True,
-            )
-        finally:
-            path.write_text(original)
-        tail = [s for s in r.stdout.splitlines() if "passed" in s or "failed" in s][-1:]
-        failed = [s for s in r.stdout.splitlines() if s.startswith("FAILED")][:1]
-        print(f"{name}: {'killed' if r.returncode else 'SURVIVED'} {failed} {tail}", flush=True)
-        if r.returncode == 0:
-            survivors.append(name)
-    return 1 if survivors else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.path.insert(0, str(HERE.parent / ".ci"))
+    from mutate import run
+
+    sys.exit(run(MUTANTS, ENGINE, HERE))
