@@ -12,11 +12,13 @@ import pathlib
 import sys
 from typing import Any
 
+import stopstream._plugin
 import stopstream._sglang_stream
 import stopstream.sglang
 
 STREAM = pathlib.Path(stopstream._sglang_stream.__file__)
 PLUGIN = pathlib.Path(stopstream.sglang.__file__)
+SHARED = pathlib.Path(stopstream._plugin.__file__)
 HERE = pathlib.Path(__file__).resolve().parent
 
 # The in-process tests; the activation ones start processes and run for their mutants only.
@@ -92,7 +94,7 @@ MUTANTS: list[tuple[Any, ...]] = [
     ),
     (
         "activation: a differing surface not seen",
-        PLUGIN,
+        SHARED,
         "    if problems:\n        return Verdict(\n",
         "    if False:\n        return Verdict(\n",
         ["test_activation.py", "-k", "surface"],

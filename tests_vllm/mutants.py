@@ -11,6 +11,7 @@ import pathlib
 import sys
 from typing import Any
 
+import stopstream._plugin
 import stopstream._vllm_detok
 import stopstream._vllm_fast
 import stopstream._vllm_options
@@ -20,6 +21,7 @@ TEXT = pathlib.Path(stopstream._vllm_detok.__file__)
 TOKENS = pathlib.Path(stopstream._vllm_fast.__file__)
 OPTIONS = pathlib.Path(stopstream._vllm_options.__file__)
 PLUGIN = pathlib.Path(stopstream.vllm.__file__)
+SHARED = pathlib.Path(stopstream._plugin.__file__)
 HERE = pathlib.Path(__file__).resolve().parent
 
 # The engine tests; the served ones start servers (a minute each) and run only for the mutants
@@ -90,7 +92,7 @@ MUTANTS: list[tuple[Any, ...]] = [
     ),
     (
         "activation: a differing surface not seen",
-        PLUGIN,
+        SHARED,
         "    if problems:\n        return Verdict(\n",
         "    if False:\n        return Verdict(\n",
         ["test_activation.py"],
@@ -98,8 +100,8 @@ MUTANTS: list[tuple[Any, ...]] = [
     (
         "activation: the Rust frontend not seen",
         PLUGIN,
-        '    if _on("VLLM_USE_RUST_FRONTEND"):\n',
-        '    if _on("VLLM_USE_RUST_FRONTEND_X"):\n',
+        '        if env_on("VLLM_USE_RUST_FRONTEND"):\n',
+        '        if env_on("VLLM_USE_RUST_FRONTEND_X"):\n',
         ["test_activation.py"],
     ),
     (
@@ -111,10 +113,10 @@ MUTANTS: list[tuple[Any, ...]] = [
     ),
     (
         "activation: a newer release refused",
-        PLUGIN,
-        "    if release in TESTED:\n",
-        "    if release not in TESTED:\n        return Verdict(False, version, 'untested')\n"
-        "    if release in TESTED:\n",
+        SHARED,
+        "    if release in engine.tested:\n",
+        "    if release not in engine.tested:\n        return Verdict(False, version, 'untested')\n"
+        "    if release in engine.tested:\n",
         ["test_activation.py"],
     ),
     (

@@ -33,16 +33,16 @@ Importing this module does not import SGLang; :func:`register` does.
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import logging
-import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from . import _plugin
 from ._core import Regex, StopSet
+from ._plugin import Surfaces, Verdict
+from ._plugin import engine_module as _sglang
+from ._plugin import params as _params
 from ._sglang_stream import Fired, RequestStream, decoder_for
 from ._vllm_options import EXTRA_KEY, Bounds, Dialect, RequestStops, read_options
 
@@ -95,23 +95,17 @@ _ATTR = "_stopstream"
 _STOCK = "stock"
 _NONE = "none"
 
+_SGLANG = _plugin.Engine(
+    name="SGLang",
+    module="sglang",
+    switch="STOPSTREAM_SGLANG",
+    tested=TESTED,
+    release=str,
+    bound_env=BOUND_ENV,
+    verb="replaces",
+)
+
 _state: dict[str, Any] = {}
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """Whether the plugin serves this SGLang (``active``), and why (``reason``); ``warning``:
-    a line to log while serving (a release not tested)."""
-
-    active: bool
-    version: str
-    reason: str
-    warning: str | None = None
-
-
-def _sglang(module: str) -> Any:
-    """An SGLang module, typed ``Any``: the package is type-checked without SGLang."""
-    return importlib.import_module(module)
 
 
 def _logger() -> logging.Logger:
@@ -119,34 +113,14 @@ def _logger() -> logging.Logger:
     return logging.getLogger("sglang.srt.plugins.stopstream")
 
 
-def _off(name: str) -> bool:
-    return os.environ.get(name, "1").strip().lower() in ("0", "false", "no", "off")
-
-
-def _params(func: Any) -> list[str]:
-    return list(inspect.signature(func).parameters)
-
-
 def _bounds() -> Bounds:
-    bounds: Bounds | None = _state.get("bounds")
-    if bounds is None:
-        bounds, _ = Bounds.from_env(names=BOUND_ENV)
-        _state["bounds"] = bounds
-    return bounds
+    return _plugin.bounds(_SGLANG, _state)
 
 
 def _surfaces() -> list[str]:
     """What differs from the surfaces the plugin replaces and relies on (empty: all there)."""
-    problems: list[str] = []
-
-    def need(ok: Callable[[], Any], what: str) -> None:
-        try:
-            there = ok()
-        except Exception:  # a missing attribute, a signature inspect cannot read
-            there = False
-        if not there:
-            problems.append(what)
-
+    surfaces = Surfaces()
+    need = surfaces.need
     try:
         batch = _sglang("sglang.srt.managers.schedule_batch")
         detok = _sglang("sglang.srt.managers.detokenizer_manager")
@@ -218,39 +192,12 @@ def _surfaces() -> list[str]:
         lambda: callable(hooks.HookRegistry.register) and hooks.HookType.REPLACE,
         "HookRegistry.register and HookType.REPLACE",
     )
-    return problems
-
-
-def _version() -> str:
-    try:
-        return str(getattr(_sglang("sglang"), "__version__", "unknown"))
-    except Exception:
-        return "none"
+    return surfaces.problems
 
 
 def check() -> Verdict:
     """Whether the plugin would serve the SGLang installed here, and why (imports SGLang)."""
-    version = _version()
-    if _off("STOPSTREAM_SGLANG"):
-        return Verdict(False, version, "turned off by STOPSTREAM_SGLANG=0")
-    if version == "none":
-        return Verdict(False, version, "SGLang is not installed")
-    problems = _surfaces()
-    if problems:
-        return Verdict(
-            False,
-            version,
-            "this SGLang differs from what the plugin replaces: " + "; ".join(problems),
-        )
-    if version in TESTED:
-        return Verdict(True, version, f"SGLang {version} is a tested release")
-    return Verdict(
-        True,
-        version,
-        "the surfaces the plugin replaces are as in the tested releases",
-        f"stopstream: SGLang {version} is not a release the plugin was tested against "
-        f"({', '.join(TESTED)}); its surfaces match, so the plugin serves it",
-    )
+    return _plugin.check(_SGLANG, _surfaces)
 
 
 def active() -> bool:
@@ -469,18 +416,10 @@ def _reject_options(reason: str, sampling: Any, registry: Any, hook_type: Any) -
 def register() -> None:
     """Register the plugin's hooks in the SGLang of this process (idempotent; never raises).
     Logs one line: active (with SGLang's version) or inactive and why."""
-    if _state.get("registered"):
-        return
-    _state["registered"] = True
     log = _logger()
-    bounds, problems = Bounds.from_env(names=BOUND_ENV)
-    _state["bounds"] = bounds
-    for problem in problems:
-        log.warning("stopstream: %s; that bound keeps its default", problem)
-    try:
-        verdict = check()
-    except Exception as e:
-        verdict = Verdict(False, _version(), f"the check failed ({type(e).__name__}: {e})")
+    verdict = _plugin.first_steps(_SGLANG, _state, log, check)
+    if verdict is None:
+        return
     registry = hook_type = None
     if verdict.version != "none":
         try:
@@ -488,19 +427,17 @@ def register() -> None:
             registry, hook_type = hooks.HookRegistry, hooks.HookType
         except Exception as e:
             verdict = Verdict(False, verdict.version, f"no HookRegistry ({type(e).__name__})")
-    if verdict.active:
-        try:
-            _install(
-                _sglang("sglang.srt.managers.schedule_batch"),
-                _sglang("sglang.srt.managers.detokenizer_manager"),
-                _sglang("sglang.srt.sampling.sampling_params"),
-                registry,
-                hook_type,
-            )
-        except Exception as e:
-            log.exception("stopstream: could not install the SGLang plugin; it stays inactive")
-            verdict = Verdict(False, verdict.version, f"installing failed ({type(e).__name__})")
-    _state["verdict"] = verdict
+
+    def install() -> None:
+        _install(
+            _sglang("sglang.srt.managers.schedule_batch"),
+            _sglang("sglang.srt.managers.detokenizer_manager"),
+            _sglang("sglang.srt.sampling.sampling_params"),
+            registry,
+            hook_type,
+        )
+
+    verdict = _state["verdict"] = _plugin.install(_SGLANG, verdict, log, install)
     if not verdict.active:
         log.warning("stopstream: SGLang plugin inactive: %s", verdict.reason)
         if registry is not None:
@@ -528,17 +465,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m stopstream.sglang``: whether the plugin would serve the SGLang installed
     here, why, and the bounds on request options; exit status 0 when it would serve, 1 if not."""
     del argv
-    verdict = check()
-    state = "active" if verdict.active else "inactive"
-    print(f"stopstream SGLang plugin: {state} (SGLang {verdict.version}): {verdict.reason}")
-    if verdict.warning:
-        print(f"warning: {verdict.warning}")
-    bounds, problems = Bounds.from_env(names=BOUND_ENV)
-    for problem in problems:
-        print(f"warning: {problem}; that bound keeps its default")
-    for name, env in BOUND_ENV.items():
-        print(f"  {env}={getattr(bounds, name)}")
-    return 0 if verdict.active else 1
+    return _plugin.report(_SGLANG, check())
 
 
 if __name__ == "__main__":

@@ -27,15 +27,15 @@ imported by ``register``, which vLLM calls.
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import logging
-import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from . import _plugin
+from ._plugin import Surfaces, Verdict, env_off, env_on
+from ._plugin import engine_module as _vllm
+from ._plugin import params as _params
 from ._vllm_detok import StopDetokenizer
 from ._vllm_fast import TokenDetokenizer, vocab_for
 from ._vllm_options import BOUND_ENV, EXTRA_KEY, Bounds, Reasoning, RequestStops, read_options
@@ -61,23 +61,17 @@ def __dir__() -> list[str]:
 TESTED = ("0.30", "0.31", "0.32", "0.33", "0.34")
 """The vLLM releases (major.minor) the plugin is tested against in CI."""
 
+_VLLM = _plugin.Engine(
+    name="vLLM",
+    module="vllm",
+    switch="STOPSTREAM_VLLM",
+    tested=TESTED,
+    release=lambda version: ".".join(version.split(".")[:2]),
+    bound_env=BOUND_ENV,
+    verb="patches",
+)
+
 _state: dict[str, Any] = {}
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """Whether the plugin serves this vLLM (``active``), and why (``reason``); ``warning``:
-    a line to log while serving (a release not tested)."""
-
-    active: bool
-    version: str
-    reason: str
-    warning: str | None = None
-
-
-def _vllm(module: str) -> Any:
-    """A vLLM module, typed ``Any``: the package is type-checked without vLLM installed."""
-    return importlib.import_module(module)
 
 
 def _logger() -> logging.Logger:
@@ -95,29 +89,13 @@ def request_stops(params: Any) -> RequestStops | None:
 
 
 def _bounds() -> Bounds:
-    bounds: Bounds | None = _state.get("bounds")
-    if bounds is None:
-        bounds, _ = Bounds.from_env()
-        _state["bounds"] = bounds
-    return bounds
-
-
-def _params(func: Any) -> list[str]:
-    return list(inspect.signature(func).parameters)
+    return _plugin.bounds(_VLLM, _state)
 
 
 def _surfaces() -> list[str]:
     """What differs from the surfaces the plugin patches and relies on (empty: all there)."""
-    problems: list[str] = []
-
-    def need(ok: Callable[[], Any], what: str) -> None:
-        try:
-            there = ok()
-        except Exception:  # a missing attribute, a signature inspect cannot read
-            there = False
-        if not there:
-            problems.append(what)
-
+    surfaces = Surfaces()
+    need = surfaces.need
     try:
         detokenizer = _vllm("vllm.v1.engine.detokenizer")
         output_processor = _vllm("vllm.v1.engine.output_processor")
@@ -196,70 +174,28 @@ def _surfaces() -> list[str]:
     )
     need(lambda: sampling.RequestOutputKind.DELTA, "RequestOutputKind.DELTA")
     need(lambda: exceptions.VLLMValidationError, "vllm.exceptions.VLLMValidationError")
-    return problems
+    return surfaces.problems
 
 
 def check() -> Verdict:
     """Whether the plugin would serve the vLLM installed here, and why (imports vLLM)."""
-    if _off("STOPSTREAM_VLLM"):
-        return Verdict(False, _version(), "turned off by STOPSTREAM_VLLM=0")
-    try:
-        version = str(getattr(_vllm("vllm"), "__version__", "unknown"))
-    except ImportError:
-        return Verdict(False, "none", "vLLM is not installed")
-    if _on("VLLM_USE_RUST_FRONTEND"):
-        return Verdict(
-            False,
-            version,
-            "VLLM_USE_RUST_FRONTEND=1: vLLM-rs detokenizes and applies stops, outside Python",
-        )
-    problems = _surfaces()
-    if problems:
-        return Verdict(
-            False, version, "this vLLM differs from what the plugin patches: " + "; ".join(problems)
-        )
-    release = ".".join(version.split(".")[:2])
-    if release in TESTED:
-        return Verdict(True, version, f"vLLM {release} is a tested release")
-    return Verdict(
-        True,
-        version,
-        "the surfaces the plugin patches are as in the tested releases",
-        f"stopstream: vLLM {version} is not a release the plugin was tested against "
-        f"({', '.join(TESTED)}); its surfaces match, so the plugin serves it",
-    )
 
+    def veto() -> str | None:
+        if env_on("VLLM_USE_RUST_FRONTEND"):
+            return "VLLM_USE_RUST_FRONTEND=1: vLLM-rs detokenizes and applies stops, outside Python"
+        return None
 
-def _version() -> str:
-    try:
-        return str(getattr(_vllm("vllm"), "__version__", "unknown"))
-    except Exception:
-        return "none"
+    return _plugin.check(_VLLM, _surfaces, veto)
 
 
 def register() -> None:
     """Install the plugin into the vLLM of this process (idempotent; never raises)."""
-    if _state.get("registered"):
-        return
-    _state["registered"] = True
     log = _logger()
-    _state["tokens"] = not _off("STOPSTREAM_VLLM_TOKENS")
-    bounds, problems = Bounds.from_env()
-    _state["bounds"] = bounds
-    for problem in problems:
-        log.warning("stopstream: %s; that bound keeps its default", problem)
-    try:
-        verdict = check()
-    except Exception as e:
-        verdict = Verdict(False, _version(), f"the check failed ({type(e).__name__}: {e})")
-    _state["verdict"] = verdict
-    if verdict.active:
-        try:
-            _patch()
-        except Exception as e:
-            log.exception("stopstream: could not install the vLLM plugin; it stays inactive")
-            verdict = Verdict(False, verdict.version, f"installing failed ({type(e).__name__})")
-            _state["verdict"] = verdict
+    verdict = _plugin.first_steps(_VLLM, _state, log, check)
+    if verdict is None:
+        return
+    _state["tokens"] = not env_off("STOPSTREAM_VLLM_TOKENS")
+    verdict = _state["verdict"] = _plugin.install(_VLLM, verdict, log, _patch)
     if not verdict.active:
         if verdict.version != "none":
             log.warning("stopstream: vLLM plugin inactive: %s", verdict.reason)
@@ -273,14 +209,6 @@ def register() -> None:
     # server parses its arguments first); the one line at INFO comes from the process that
     # detokenizes, when its output processor is made.
     log.debug("stopstream: vLLM plugin installed (vLLM %s)", verdict.version)
-
-
-def _off(name: str) -> bool:
-    return os.environ.get(name, "1").strip().lower() in ("0", "false", "no", "off")
-
-
-def _on(name: str) -> bool:
-    return os.environ.get(name, "0").strip().lower() not in ("", "0", "false", "no", "off")
 
 
 def _option_error() -> Any:
@@ -329,7 +257,7 @@ def _reject_options(reason: str) -> None:
 def _reasoning(config: Any, tokenizer: Any) -> Reasoning | None:
     """The server's reasoning markers (from the parser its ``--reasoning-parser`` names,
     built once per tokenizer) and the ``STOPSTREAM_VLLM_SKIP_REASONING`` default."""
-    default = _on("STOPSTREAM_VLLM_SKIP_REASONING")
+    default = env_on("STOPSTREAM_VLLM_SKIP_REASONING")
     name = getattr(config, "reasoning_parser", None) or ""
     key = (name, id(tokenizer), default)
     cached = _state.get("reasoning")
@@ -598,18 +526,8 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m stopstream.vllm``: whether the plugin would serve the vLLM installed here,
     why, and the bounds on request options; exit status 0 when it would serve, 1 if not."""
     del argv
-    verdict = check()
-    state = "active" if verdict.active else "inactive"
-    print(f"stopstream vLLM plugin: {state} (vLLM {verdict.version}): {verdict.reason}")
-    if verdict.warning:
-        print(f"warning: {verdict.warning}")
-    bounds, problems = Bounds.from_env()
-    for problem in problems:
-        print(f"warning: {problem}; that bound keeps its default")
-    for name, env in BOUND_ENV.items():
-        print(f"  {env}={getattr(bounds, name)}")
-    print(f"  STOPSTREAM_VLLM_SKIP_REASONING={int(_on('STOPSTREAM_VLLM_SKIP_REASONING'))}")
-    return 0 if verdict.active else 1
+    skip = int(env_on("STOPSTREAM_VLLM_SKIP_REASONING"))
+    return _plugin.report(_VLLM, check(), (f"STOPSTREAM_VLLM_SKIP_REASONING={skip}",))
 
 
 if __name__ == "__main__":
