@@ -143,7 +143,7 @@ def _stop_field(row: StreamingApi) -> str:
 
 
 class GatewayError(Exception):
-    """A request refused before anything was sent upstream.
+    """A request refused before anything was sent upstream (an ``Exception``).
 
     ``status``: the HTTP status (400, 413); ``message`` names the problem (the bound and its
     limit for a request over one); ``param``: the request field at fault, or ``None``.
