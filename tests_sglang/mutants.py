@@ -1,6 +1,6 @@
-"""Plants mutants in the installed SGLang plugin (the winner, the cut, the holdback, activation),
-runs the SGLang tests that cover each against it, and restores the file: every mutant must make the
-suite fail (the runner, shared by every engine's table, is ``.ci/mutate.py``).
+"""Plants mutants in the installed SGLang plugin (the winner, the cut, the holdback, the reasoning
+skip, activation), runs the SGLang tests that cover each against it, and restores the file: every
+mutant must make the suite fail (the runner, shared by every engine's table, is ``.ci/mutate.py``).
 
     ~/.cache/stopstream/venv-sglang/bin/python mutants.py [NAME-PART ...] [-- PYTEST-ARGS]
     (from tests_sglang/)
@@ -91,6 +91,28 @@ MUTANTS: list[tuple[Any, ...]] = [
         PLUGIN,
         "        if isinstance(st, RequestStream):\n            return st.held()\n",
         "        if isinstance(st, RequestStream):\n            return bool(stock_hold(self))\n",
+    ),
+    (
+        "reasoning: the server's parser not read",
+        PLUGIN,
+        '        name = _sglang("sglang.srt.runtime_context").get_serving()'
+        '.reasoning_parser or ""\n',
+        '        name = ""\n',
+        ["test_reasoning.py"],
+    ),
+    (
+        "reasoning: a parser that starts inside the reasoning not seen",
+        PLUGIN,
+        '        and (_state.get("forced") or _plugin.opens_reasoning(_state, prompt_ids))\n',
+        "        and _plugin.opens_reasoning(_state, prompt_ids)\n",
+        ["test_reasoning.py"],
+    ),
+    (
+        "reasoning: the server's default not applied",
+        SHARED,
+        "    default = env_on(engine.skip_reasoning_env)\n",
+        "    default = False\n",
+        ["test_reasoning.py"],
     ),
     (
         "activation: a differing surface not seen",

@@ -161,3 +161,4 @@ def test_the_command_line(outputs: dict[str, list[str]]) -> None:
         "stopstream SGLang plugin: active (SGLang 0.5.23): SGLang 0.5.23 is a tested release"
     )
     assert "  STOPSTREAM_SGLANG_MAX_STOPS=1024" in lines
+    assert "  STOPSTREAM_SGLANG_SKIP_REASONING=0" in lines

@@ -150,13 +150,13 @@ MUTANTS: list[tuple[Any, ...]] = [
     (
         "reasoning: the parser's markers not taken",
         PLUGIN,
-        "            start = parser.reasoning_start_str or None\n",
-        "            start = None\n",
+        "        return parser.reasoning_start_str, parser.reasoning_end_str\n",
+        "        return None, parser.reasoning_end_str\n",
         ["test_served_reasoning.py"],
     ),
     (
         "reasoning: a prompt that opens the reasoning not seen",
-        PLUGIN,
+        SHARED,
         "    if start is None or not prompt_ids:\n",
         "    if True:\n",
         ["test_served_reasoning.py"],

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ._vllm_options import Bounds
+from ._vllm_options import Bounds, Reasoning
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,7 @@ class Engine:
     release: Callable[[str], str]  # a version, as ``tested`` lists it
     bound_env: dict[str, str]  # each bound's environment variable
     verb: str  # what the plugin does to the engine's functions: "patches", "replaces"
+    skip_reasoning_env: str  # the server's default for ``skip_reasoning`` (1: on)
 
 
 def engine_module(name: str) -> Any:
@@ -165,9 +166,74 @@ def install(
     return verdict
 
 
-def report(engine: Engine, verdict: Verdict, extra: tuple[str, ...] = ()) -> int:
-    """``python -m stopstream.<engine>``: the verdict, why, and the bounds on request options
-    (and ``extra`` lines); exit status 0 when the plugin would serve, 1 if not."""
+def server_reasoning(
+    engine: Engine,
+    state: dict[str, Any],
+    log: logging.Logger,
+    name: str,
+    tokenizer: Any,
+    read: Callable[[str, Any], tuple[str | None, str | None]],
+) -> Reasoning | None:
+    """The server's reasoning markers, ``read(name, tokenizer)`` from the reasoning parser the
+    server names (``name``; empty: none), with the engine's ``skip_reasoning`` default; read
+    once per parser, tokenizer and default. Also keeps each marker's token id, for
+    :func:`opens_reasoning`."""
+    default = env_on(engine.skip_reasoning_env)
+    key = (name, id(tokenizer), default)
+    if "reasoning_key" in state and state["reasoning_key"] == key:
+        cached: Reasoning | None = state["reasoning"]
+        return cached
+    reasoning: Reasoning | None = None
+    if name:
+        try:
+            start, end = read(name, tokenizer)
+            reasoning = Reasoning(start or None, end or None, default)
+        except Exception:
+            log.exception("stopstream: could not read the markers of reasoning parser %r", name)
+    if reasoning is None or not (reasoning.start and reasoning.end):
+        if default and not state.get("warned_reasoning"):
+            state["warned_reasoning"] = True
+            log.warning(
+                "stopstream: %s=1, but the server has no reasoning parser with start and end "
+                "markers (--reasoning-parser): requests keep their stops everywhere unless they "
+                "give skip or skip_until",
+                engine.skip_reasoning_env,
+            )
+        reasoning = Reasoning(None, None, default) if default else None
+    state["reasoning"] = reasoning
+    state["reasoning_key"] = key
+    ids: tuple[int | None, int | None] = (None, None)
+    if reasoning is not None and reasoning.start and reasoning.end and tokenizer is not None:
+        ids = (_single_id(tokenizer, reasoning.start), _single_id(tokenizer, reasoning.end))
+    state["marker_ids"] = ids
+    return reasoning
+
+
+def _single_id(tokenizer: Any, text: str) -> int | None:
+    try:
+        ids = tokenizer.encode(text, add_special_tokens=False)
+    except Exception:
+        return None
+    return int(ids[0]) if len(ids) == 1 else None
+
+
+def opens_reasoning(state: dict[str, Any], prompt_ids: Any) -> bool:
+    """Whether the prompt ends inside the reasoning: its last start marker comes after its
+    last end marker (marker tokens only; a marker spread over several tokens is not seen)."""
+    start, end = state.get("marker_ids", (None, None))
+    if start is None or not prompt_ids:
+        return False
+    for token in reversed(prompt_ids):
+        if token == end:
+            return False
+        if token == start:
+            return True
+    return False
+
+
+def report(engine: Engine, verdict: Verdict) -> int:
+    """``python -m stopstream.<engine>``: the verdict, why, the bounds on request options and
+    the ``skip_reasoning`` default; exit status 0 when the plugin would serve, 1 if not."""
     state = "active" if verdict.active else "inactive"
     print(
         f"stopstream {engine.name} plugin: {state} ({engine.name} {verdict.version}): "
@@ -180,6 +246,5 @@ def report(engine: Engine, verdict: Verdict, extra: tuple[str, ...] = ()) -> int
         print(f"warning: {problem}; that bound keeps its default")
     for name, env in engine.bound_env.items():
         print(f"  {env}={getattr(found, name)}")
-    for line in extra:
-        print(f"  {line}")
+    print(f"  {engine.skip_reasoning_env}={int(env_on(engine.skip_reasoning_env))}")
     return 0 if verdict.active else 1

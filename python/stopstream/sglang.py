@@ -44,7 +44,7 @@ from ._plugin import Surfaces, Verdict
 from ._plugin import engine_module as _sglang
 from ._plugin import params as _params
 from ._sglang_stream import Fired, RequestStream, decoder_for
-from ._vllm_options import EXTRA_KEY, Bounds, Dialect, RequestStops, read_options
+from ._vllm_options import EXTRA_KEY, Bounds, Dialect, Reasoning, RequestStops, read_options
 
 __all__ = [
     "BOUND_ENV",
@@ -103,6 +103,7 @@ _SGLANG = _plugin.Engine(
     release=str,
     bound_env=BOUND_ENV,
     verb="replaces",
+    skip_reasoning_env="STOPSTREAM_SGLANG_SKIP_REASONING",
 )
 
 _state: dict[str, Any] = {}
@@ -242,19 +243,50 @@ class _Options:
         self.custom_params = params.custom_params
 
 
-def request_options(params: Any) -> tuple[RequestStops, StopSet, tuple[bool, ...]] | None:
+def _reasoning(tokenizer: Any) -> Reasoning | None:
+    """The server's reasoning markers (from the parser its ``--reasoning-parser`` names, as
+    SGLang builds it) and the ``STOPSTREAM_SGLANG_SKIP_REASONING`` default. Also notes whether
+    that parser takes every output to start inside the reasoning (DeepSeek-R1's does: its
+    template opens it)."""
+
+    def read(name: str, tokenizer: Any) -> tuple[str | None, str | None]:
+        parser_cls = _sglang("sglang.srt.parser.reasoning_parser").ReasoningParser
+        detector = parser_cls(model_type=name, stream_reasoning=False, tokenizer=tokenizer).detector
+        _state["forced"] = bool(getattr(detector, "force_reasoning", False))
+        return detector.think_start_token, detector.think_end_token
+
+    try:
+        name = _sglang("sglang.srt.runtime_context").get_serving().reasoning_parser or ""
+    except Exception:  # no server configuration in this process (SGLang used as a library)
+        name = ""
+    return _plugin.server_reasoning(_SGLANG, _state, _logger(), name, tokenizer, read)
+
+
+def request_options(
+    params: Any, tokenizer: Any = None, prompt_ids: Any = None
+) -> tuple[RequestStops, StopSet, tuple[bool, ...]] | None:
     """A request's stops (``None``: no stop at all): the options read from its normalized
     ``SamplingParams`` (its ``stop``, its ``stop_regex`` after them, then
     ``custom_params["stopstream"]["stop"]``), the list compiled, and which items are regexes.
-    Raises ``ValueError`` naming a bad option or the bound it passes, and for a ``stop_regex``
-    that is not in stopstream's dialect (:func:`_serve` then leaves the request to SGLang)."""
+    With ``skip_reasoning`` (or the server's default), the reasoning markers are the server's
+    reasoning parser's, built with ``tokenizer``; given ``prompt_ids``, a prompt that opens the
+    reasoning (or a parser that starts every output inside it) makes the stops wait for the end
+    marker. Raises ``ValueError`` naming a bad option or the bound it passes, and for a
+    ``stop_regex`` that is not in stopstream's dialect (the scheduler then leaves the request
+    to SGLang's own stops)."""
     regexes = tuple(params.stop_regex_strs or ())
-    options = read_options(_Options(params), _bounds(), None, SGLANG)
+    options = read_options(_Options(params), _bounds(), _reasoning(tokenizer), SGLANG)
     if options is None:
         if not regexes:
             return None
         include = bool(params.no_stop_trim)
         options = RequestStops((), include, None, None, 0, StopSet([]), None)
+    if (
+        options.reasoning is not None
+        and prompt_ids is not None
+        and (_state.get("forced") or _plugin.opens_reasoning(_state, prompt_ids))
+    ):
+        options = options.opened_in_reasoning()
     own = len(params.stop_strs or ())
     items: list[Any] = list(options.stops)
     compiled = options.compiled
@@ -283,7 +315,7 @@ def _stream_for(req: Any) -> Any:
     # First check, or SGLang restarted the request with a new output array: (re)read it all.
     params = req.sampling_params
     try:
-        found = request_options(params)
+        found = request_options(params, req.tokenizer, req.origin_input_ids_unpadded)
     except ValueError as e:
         if _has_options(params):
             raise
@@ -381,7 +413,7 @@ def _install(batch: Any, detok: Any, sampling: Any, registry: Any, hook_type: An
         ``ValueError`` here, which SGLang answers with a 400)."""
         result = original(self, *args, **kwargs)
         try:
-            request_options(self)
+            request_options(self, args[0] if args else kwargs.get("tokenizer"))
         except ValueError:
             if _has_options(self):
                 raise

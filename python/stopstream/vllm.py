@@ -69,6 +69,7 @@ _VLLM = _plugin.Engine(
     release=lambda version: ".".join(version.split(".")[:2]),
     bound_env=BOUND_ENV,
     verb="patches",
+    skip_reasoning_env="STOPSTREAM_VLLM_SKIP_REASONING",
 )
 
 _state: dict[str, Any] = {}
@@ -257,64 +258,16 @@ def _reject_options(reason: str) -> None:
 def _reasoning(config: Any, tokenizer: Any) -> Reasoning | None:
     """The server's reasoning markers (from the parser its ``--reasoning-parser`` names,
     built once per tokenizer) and the ``STOPSTREAM_VLLM_SKIP_REASONING`` default."""
-    default = env_on("STOPSTREAM_VLLM_SKIP_REASONING")
+
+    def read(name: str, tokenizer: Any) -> tuple[str | None, str | None]:
+        if tokenizer is None:
+            return None, None
+        parser_cls = _vllm("vllm.reasoning").ReasoningParserManager.get_reasoning_parser(name)
+        parser = parser_cls(tokenizer)
+        return parser.reasoning_start_str, parser.reasoning_end_str
+
     name = getattr(config, "reasoning_parser", None) or ""
-    key = (name, id(tokenizer), default)
-    cached = _state.get("reasoning")
-    if cached is not None and _state.get("reasoning_key") == key:
-        return cached if isinstance(cached, Reasoning) else None
-    reasoning: Reasoning | None = None
-    if name and tokenizer is not None:
-        try:
-            parser_cls = _vllm("vllm.reasoning").ReasoningParserManager.get_reasoning_parser(name)
-            parser = parser_cls(tokenizer)
-            start = parser.reasoning_start_str or None
-            end = parser.reasoning_end_str or None
-            reasoning = Reasoning(start, end, default)
-        except Exception:
-            _logger().exception(
-                "stopstream: could not read the markers of reasoning parser %r", name
-            )
-    if reasoning is None or not (reasoning.start and reasoning.end):
-        if default and not _state.get("warned_reasoning"):
-            _state["warned_reasoning"] = True
-            _logger().warning(
-                "stopstream: STOPSTREAM_VLLM_SKIP_REASONING=1, but the server has no reasoning "
-                "parser with start and end markers (--reasoning-parser): requests keep their "
-                "stops everywhere unless they give skip or skip_until"
-            )
-        reasoning = Reasoning(None, None, default) if default else None
-    _state["reasoning"] = reasoning
-    _state["reasoning_key"] = key
-    # The marker ids, to see whether a prompt opens the reasoning (a template that ends the
-    # prompt with the start marker).
-    ids: tuple[int | None, int | None] = (None, None)
-    if reasoning is not None and reasoning.start and reasoning.end and tokenizer is not None:
-        ids = (_single_id(tokenizer, reasoning.start), _single_id(tokenizer, reasoning.end))
-    _state["marker_ids"] = ids
-    return reasoning
-
-
-def _single_id(tokenizer: Any, text: str) -> int | None:
-    try:
-        ids = tokenizer.encode(text, add_special_tokens=False)
-    except Exception:
-        return None
-    return int(ids[0]) if len(ids) == 1 else None
-
-
-def _opens_reasoning(prompt_ids: Any) -> bool:
-    """Whether the prompt ends inside the reasoning: its last start marker comes after its
-    last end marker (marker tokens only; a marker spread over several tokens is not seen)."""
-    start, end = _state.get("marker_ids", (None, None))
-    if start is None or not prompt_ids:
-        return False
-    for token in reversed(prompt_ids):
-        if token == end:
-            return False
-        if token == start:
-            return True
-    return False
+    return _plugin.server_reasoning(_VLLM, _state, _logger(), name, tokenizer, read)
 
 
 def active() -> bool:
@@ -345,7 +298,7 @@ def _options_for(request: Any) -> RequestStops | None:
     if (
         options is not None
         and options.reasoning is not None
-        and _opens_reasoning(getattr(request, "prompt_token_ids", None))
+        and _plugin.opens_reasoning(_state, getattr(request, "prompt_token_ids", None))
     ):
         options = options.opened_in_reasoning()
     return options
@@ -526,8 +479,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m stopstream.vllm``: whether the plugin would serve the vLLM installed here,
     why, and the bounds on request options; exit status 0 when it would serve, 1 if not."""
     del argv
-    skip = int(env_on("STOPSTREAM_VLLM_SKIP_REASONING"))
-    return _plugin.report(_VLLM, check(), (f"STOPSTREAM_VLLM_SKIP_REASONING={skip}",))
+    return _plugin.report(_VLLM, check())
 
 
 if __name__ == "__main__":
