@@ -20,9 +20,13 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
+
+if TYPE_CHECKING:
+    import anthropic
+    import openai
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -70,6 +74,33 @@ class Record:
 
 def text_deltas(*parts: str) -> list[dict[str, Any]]:
     return [{"content": part} for part in parts]
+
+
+def openai_client(url: str) -> openai.OpenAI:
+    """The openai SDK's client for a server on loopback (``url`` without ``/v1``)."""
+    import openai
+
+    return openai.OpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0, timeout=TIMEOUT)
+
+
+def anthropic_client(url: str) -> anthropic.Anthropic:
+    """The anthropic SDK's client for a server on loopback."""
+    import anthropic
+
+    return anthropic.Anthropic(base_url=url, api_key="sk-test", max_retries=0, timeout=TIMEOUT)
+
+
+def assert_closed_early(record: Record) -> None:
+    """The client of the fake upstream dropped the connection before the stream's end."""
+    assert record.disconnected.wait(TIMEOUT), "the upstream connection was not closed"
+    assert record.finished.wait(TIMEOUT)
+    assert not record.completed.is_set()
+    assert record.events_sent < record.events_total
+
+
+def chat_text(chunks: list[Any]) -> str:
+    """The text of the first choice over Chat chunks (SDK objects)."""
+    return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
 
 
 def tail(count: int = 100) -> list[str]:

@@ -28,7 +28,18 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from fake_providers import FakeProviders
-from fake_upstream import TIMEOUT, ChatScript, MessagesScript, Record, Served, tail, text_deltas
+from fake_upstream import (
+    TIMEOUT,
+    ChatScript,
+    MessagesScript,
+    Served,
+    anthropic_client,
+    assert_closed_early,
+    chat_text,
+    openai_client,
+    tail,
+    text_deltas,
+)
 from provider_scripts import Item, ResponseScript, response_events
 from stopstream import asgi
 
@@ -89,25 +100,6 @@ def vllm_gateway(providers_server: tuple[FakeProviders, Served]) -> Iterator[str
     route = asgi.route("chat", url, client=client, provider="vllm", plugin=True)
     with Served(app_of([route], client), lifespan="on") as s:
         yield s.url
-
-
-def openai_client(url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0, timeout=TIMEOUT)
-
-
-def anthropic_client(url: str) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=url, api_key="sk-test", max_retries=0, timeout=TIMEOUT)
-
-
-def assert_closed_early(record: Record) -> None:
-    assert record.disconnected.wait(TIMEOUT), "the upstream connection was not closed"
-    assert record.finished.wait(TIMEOUT)
-    assert not record.completed.is_set()
-    assert record.events_sent < record.events_total
-
-
-def chat_text(chunks: list[Any]) -> str:
-    return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
 
 
 def stop_reason(choice: Any) -> Any:

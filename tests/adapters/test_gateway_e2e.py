@@ -33,6 +33,9 @@ from fake_upstream import (
     MessagesScript,
     Record,
     Served,
+    anthropic_client,
+    assert_closed_early,
+    openai_client,
     tail,
     text_deltas,
 )
@@ -100,22 +103,6 @@ def no_stop_gateway(upstream_server: tuple[FakeUpstream, Served]) -> Iterator[st
     """For models that reject ``stop``: nothing is sent upstream, everything enforced here."""
     with serve_gateway(upstream_server[1], stop_limit="none") as served:
         yield served.url
-
-
-def openai_client(url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0, timeout=TIMEOUT)
-
-
-def anthropic_client(url: str) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=url, api_key="sk-test", max_retries=0, timeout=TIMEOUT)
-
-
-def assert_closed_early(record: Record) -> None:
-    """The client of the fake upstream dropped the connection before the stream's end."""
-    assert record.disconnected.wait(TIMEOUT), "the upstream connection was not closed"
-    assert record.finished.wait(TIMEOUT)
-    assert not record.completed.is_set()
-    assert record.events_sent < record.events_total
 
 
 def assert_completed(record: Record) -> None:

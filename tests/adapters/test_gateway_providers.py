@@ -16,11 +16,19 @@ from types import ModuleType
 from typing import Any
 
 import anthropic
-import openai
 import pytest
 
 from fake_providers import FakeProviders
-from fake_upstream import TIMEOUT, ChatScript, MessagesScript, Record, Served, tail, text_deltas
+from fake_upstream import (
+    TIMEOUT,
+    ChatScript,
+    MessagesScript,
+    Served,
+    assert_closed_early,
+    openai_client,
+    tail,
+    text_deltas,
+)
 from provider_scripts import Item, ResponseScript, response_events
 
 # Real servers or subprocesses: `-m "not e2e"` leaves them out.
@@ -58,17 +66,6 @@ def gateway(server: tuple[FakeProviders, Served]) -> Iterator[str]:
     app = load_gateway().create_app(url + "/v1", anthropic_upstream=url, timeout=TIMEOUT)
     with Served(app, lifespan="on") as served:
         yield served.url
-
-
-def assert_closed_early(record: Record) -> None:
-    assert record.disconnected.wait(TIMEOUT), "the upstream connection was not closed"
-    assert record.finished.wait(TIMEOUT)
-    assert not record.completed.is_set()
-    assert record.events_sent < record.events_total
-
-
-def openai_client(url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0, timeout=TIMEOUT)
 
 
 def answer_script() -> ResponseScript:

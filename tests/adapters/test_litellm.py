@@ -29,8 +29,9 @@ from fake_upstream import (  # noqa: E402
     TIMEOUT,
     ChatScript,
     FakeUpstream,
-    Record,
     Served,
+    assert_closed_early,
+    chat_text,
     tail,
     text_deltas,
 )
@@ -244,17 +245,6 @@ def client(proxy: RecipeProxy) -> openai.OpenAI:
     )
 
 
-def assert_closed_early(record: Record) -> None:
-    assert record.disconnected.wait(TIMEOUT), "the upstream connection was not closed"
-    assert record.finished.wait(TIMEOUT)
-    assert not record.completed.is_set()
-    assert record.events_sent < record.events_total
-
-
-def text_of(chunks: list[Any]) -> str:
-    return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-
-
 @pytest.mark.e2e
 def test_proxy_model_that_rejects_stop(fake: FakeUpstream, proxy: RecipeProxy) -> None:
     fake.reject_stop = True  # like o3: any `stop` is a 400
@@ -263,7 +253,7 @@ def test_proxy_model_that_rejects_stop(fake: FakeUpstream, proxy: RecipeProxy) -
         chunks = list(
             c.chat.completions.create(model="o3", messages=MESSAGES, stream=True, stop=STOPS)
         )
-    assert text_of(chunks) == "The answer is 4."
+    assert chat_text(chunks) == "The answer is 4."
     assert chunks[-1].choices[0].finish_reason == "stop"
     assert chunks[-1].choices[0].stop_reason == "</answer>"  # type: ignore[attr-defined]
     assert "stop" not in fake.last.body
@@ -280,7 +270,7 @@ def test_proxy_model_that_takes_four(fake: FakeUpstream, proxy: RecipeProxy) -> 
             c.chat.completions.create(model="gpt-4o", messages=MESSAGES, stream=True, stop=STOPS)
         )
     assert fake.last.body["stop"] == STOPS[:4]
-    assert text_of(chunks) == "The answer is 4."
+    assert chat_text(chunks) == "The answer is 4."
     assert chunks[-1].choices[0].finish_reason == "stop"
     assert_closed_early(fake.last)
 
@@ -295,7 +285,7 @@ def test_proxy_upstream_stop_and_local_stop_together(
         chunks = list(
             c.chat.completions.create(model="gpt-4o", messages=MESSAGES, stream=True, stop=STOPS)
         )
-    assert text_of(chunks) == "Hi"
+    assert chat_text(chunks) == "Hi"
     assert chunks[-1].choices[0].finish_reason == "stop"
 
 
@@ -316,7 +306,7 @@ def test_proxy_without_stops_passes_through(fake: FakeUpstream, proxy: RecipePro
     fake.chat = ChatScript([text_deltas("Plain", " </answer> text")])
     with client(proxy) as c:
         chunks = list(c.chat.completions.create(model="gpt-4o", messages=MESSAGES, stream=True))
-    assert text_of(chunks) == "Plain </answer> text"
+    assert chat_text(chunks) == "Plain </answer> text"
 
 
 # A proxy with a vLLM deployment that runs the stopstream plugin (the fake stands in for it).
@@ -368,7 +358,7 @@ def test_proxy_vllm_plugin_gets_the_rest_in_vllm_xargs(
         chunks = list(
             c.chat.completions.create(model="my-vllm", messages=MESSAGES, stream=True, stop=STOPS)
         )
-        assert text_of(chunks) == "The answer is 4.</answer> more"
+        assert chat_text(chunks) == "The answer is 4.</answer> more"
         body = fake.last.body
         assert body["stop"] == STOPS[:4]
         assert body["vllm_xargs"] == {"stopstream": json.dumps({"stop": STOPS[4:]})}
@@ -406,11 +396,11 @@ def test_sdk_callback_does_nothing_and_wrap_chat_does_it() -> None:
     litellm.callbacks = [callback]
     try:
         # The proxy's hooks are not the SDK's: nothing is cut.
-        assert text_of(list(stream(STOPS))) == "The answer is 4.</answer> tail text"
+        assert chat_text(list(stream(STOPS))) == "The answer is 4.</answer> tail text"
     finally:
         litellm.callbacks = saved
     upstream, _ = split_stops(STOPS, "openai", "gpt-4o")
     assert upstream == STOPS[:4]
     with wrap_chat(stream(upstream), STOPS) as chunks:
-        assert text_of(list(chunks)) == "The answer is 4."
+        assert chat_text(list(chunks)) == "The answer is 4."
         assert chunks.stop_sequence == "</answer>"

@@ -22,7 +22,7 @@ from openai.types.responses import (
 )
 
 from fake_providers import FakeProviders
-from fake_upstream import TIMEOUT, Record, Served, tail
+from fake_upstream import TIMEOUT, Record, Served, assert_closed_early, openai_client, tail
 from provider_scripts import (
     Item,
     ResponseScript,
@@ -60,23 +60,12 @@ def url(server: tuple[FakeProviders, Served]) -> str:
     return server[1].url
 
 
-def assert_closed_early(record: Record) -> None:
-    assert record.disconnected.wait(TIMEOUT), "the upstream connection was not closed"
-    assert record.finished.wait(TIMEOUT)
-    assert not record.completed.is_set()
-    assert record.events_sent < record.events_total
-
-
 def assert_completed(record: Record) -> None:
     assert record.finished.wait(TIMEOUT)
     assert record.completed.is_set() and not record.disconnected.is_set()
 
 
 # --- OpenAI Responses ------------------------------------------------------------------------
-
-
-def openai_client(url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0, timeout=TIMEOUT)
 
 
 def responses_script() -> ResponseScript:
