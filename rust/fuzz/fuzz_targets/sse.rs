@@ -166,7 +166,8 @@ fn naive(body: &[u8]) -> Parsed {
 enum Node {
     Null,
     Bool(bool),
-    /// An integer that fits an `i64`.
+    /// An integer of at most 18 digits: what the scanner reads as one (jiter without its
+    /// big-integer feature reads 18 digits; a longer integer is left to the Python stage).
     Int(i64),
     /// A float zero with a minus sign: serde_json reads the integer `-0` so.
     NegativeZero,
@@ -176,6 +177,9 @@ enum Node {
     Array(Vec<Node>),
     Object(Vec<(String, Node)>),
 }
+
+/// The integers the scanner reads: fewer than 19 digits.
+const INT_LIMIT: u64 = 10u64.pow(18);
 
 struct NodeVisitor;
 
@@ -195,11 +199,11 @@ impl<'de> Visitor<'de> for NodeVisitor {
     }
 
     fn visit_i64<E>(self, i: i64) -> Result<Node, E> {
-        Ok(Node::Int(i))
+        Ok(if i.unsigned_abs() < INT_LIMIT { Node::Int(i) } else { Node::Number })
     }
 
     fn visit_u64<E>(self, u: u64) -> Result<Node, E> {
-        Ok(i64::try_from(u).map_or(Node::Number, Node::Int))
+        Ok(if u < INT_LIMIT { Node::Int(u as i64) } else { Node::Number })
     }
 
     fn visit_f64<E>(self, f: f64) -> Result<Node, E> {
